@@ -1,0 +1,49 @@
+# xlt: the two set-up commands are `make reproduce-table1` and `make test` (see README.md).
+# Every target installs what it needs first; `make install` is idempotent and quick when done.
+
+PYTHON      ?= python3
+VENV        := .venv
+PY          := $(VENV)/bin/python
+PIP         := $(PY) -m pip --disable-pip-version-check -q
+FASTBPE_VER := 0.1.0
+FAST        := $(VENV)/bin/fast
+STAMP       := $(VENV)/.installed
+
+.PHONY: install test bench data clean help
+help:
+	@echo "make install          create .venv with every dependency (idempotent)"
+	@echo "make test             run the test suite"
+	@echo "make data             fetch and check every data set (XLT_DATA_MIRROR or official URLs)"
+	@echo "make bench            run the benchmarks under bench/ and print figures"
+
+install: $(STAMP) $(FAST)
+
+# torch first, pinned to the version this machine carries as a local file; the project's
+# own requirement is a range, so a CUDA build of torch satisfies it on a GPU box.
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install --upgrade pip setuptools wheel Cython
+	$(PY) -c "import torch" 2>/dev/null || $(PIP) install "torch==$${TORCH_VERSION:-2.13.0}"
+	$(PIP) install --no-build-isolation "fastBPE==$(FASTBPE_VER)"
+	$(PIP) install -e ".[test]"
+	touch $@
+
+# fastBPE's command-line tool (learnbpe / applybpe / getvocab), compiled from its PyPI sdist.
+$(FAST): $(STAMP)
+	rm -rf build/fastbpe && mkdir -p build/fastbpe
+	$(PIP) download --no-deps --no-binary :all: -d build/fastbpe "fastBPE==$(FASTBPE_VER)"
+	tar -xzf build/fastbpe/fastBPE-$(FASTBPE_VER).tar.gz -C build/fastbpe
+	g++ -std=c++11 -pthread -O3 build/fastbpe/fastBPE-$(FASTBPE_VER)/fastBPE/main.cc \
+	    -Ibuild/fastbpe/fastBPE-$(FASTBPE_VER)/fastBPE -o $@.tmp && mv $@.tmp $@
+
+test: install
+	$(VENV)/bin/pytest -q tests
+
+bench: install
+	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+data: install
+	$(VENV)/bin/xlt data fetch all
+
+clean:
+	rm -rf build work

@@ -1,0 +1,65 @@
+"""Shared fixtures: run the real ``xlt`` command, and the synthetic bilingual corpus."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import synthetic  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+MIRROR = Path(os.environ.get("XLT_DATA_MIRROR", REPO.parent / "shared" / "data"))
+
+
+@dataclass
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_xlt(*args: str, input: str | bytes | None = None, cwd: Path | None = None, check: bool = False) -> Result:
+    """Run ``python -m xlt ARGS`` in a subprocess: real exit codes, real stdout/stderr."""
+    data = input.encode("utf-8") if isinstance(input, str) else input
+    proc = subprocess.run([sys.executable, "-m", "xlt", *map(str, args)], input=data, cwd=cwd,
+                          capture_output=True, env={**os.environ, "PYTHONHASHSEED": "0"})
+    res = Result(proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"))
+    if check and res.returncode != 0:
+        raise AssertionError(f"xlt {' '.join(map(str, args))} failed ({res.returncode}):\n{res.stderr}")
+    return res
+
+
+def assert_one_line_error(res: Result, *fragments: str) -> None:
+    """The project's error contract: exit 2, one line on stderr naming the problem, no traceback."""
+    assert res.returncode == 2, (res.returncode, res.stderr)
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, res.stderr
+    assert "Traceback" not in res.stderr
+    assert ": error: " in lines[0], lines[0]
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+
+
+@pytest.fixture
+def xlt():
+    return run_xlt
+
+
+@pytest.fixture
+def bilingual(tmp_path: Path) -> tuple[Path, Path]:
+    """A 200-sentence parallel en/fr corpus from the synthetic grammar."""
+    return synthetic.write_corpus(tmp_path, n=200, seed=0)
+
+
+@pytest.fixture
+def mirror() -> Path:
+    """The local data mirror; end-to-end tests need it (CI has it beside the clone)."""
+    if not MIRROR.is_dir():
+        pytest.fail(f"data mirror not found at {MIRROR}; set XLT_DATA_MIRROR")
+    return MIRROR

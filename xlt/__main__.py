@@ -1,0 +1,3 @@
+from xlt.cli import main
+
+main()

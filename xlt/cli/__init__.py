@@ -1,0 +1,128 @@
+"""The ``xlt`` command: a click group whose subcommands each parse options and call one function.
+
+Subcommands are imported lazily (``xlt --help`` and ``xlt tokenize`` never import torch), and every
+command runs through :func:`main`, which owns the one error path: an :class:`~xlt.utils.errors.XltError`
+becomes ``xlt <cmd>: error: <file>:<line>: <what>`` on stderr with exit status 2.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from typing import Optional
+
+import click
+
+from xlt import __version__
+from xlt.utils import log
+from xlt.utils.errors import EXIT_USAGE, XltError
+
+# name -> "module:attribute"; a module that does not exist yet is simply not listed.
+SUBCOMMANDS = {
+    "tokenize": "xlt.cli.text:tokenize",
+    "bpe": "xlt.cli.bpe:bpe",
+    "codeswitch": "xlt.cli.text:codeswitch",
+    "binarize": "xlt.cli.store:binarize",
+    "data": "xlt.cli.data:data",
+    "pretrain": "xlt.cli.pretrain:pretrain",
+    "finetune": "xlt.cli.finetune:finetune",
+    "extract": "xlt.cli.analysis:extract",
+    "align": "xlt.cli.analysis:align",
+    "cka": "xlt.cli.analysis:cka",
+    "shift-decode": "xlt.cli.analysis:shift_decode",
+    "report": "xlt.cli.report:report",
+}
+
+_state = {"command": "xlt", "debug": False}
+
+
+class XltCommand(click.Command):
+    """Records its full name (``xlt bpe learn``) so the error line can name it."""
+
+    def invoke(self, ctx: click.Context):
+        _state["command"] = ctx.command_path
+        return super().invoke(ctx)
+
+
+class XltGroup(click.Group):
+    command_class = XltCommand
+
+    def __init__(self, *args, lazy: Optional[dict] = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lazy = lazy or {}
+
+    def list_commands(self, ctx):
+        present = [n for n, target in self.lazy.items() if importlib.util.find_spec(target.split(":")[0])]
+        return sorted(set(super().list_commands(ctx)) | set(present))
+
+    def get_command(self, ctx, name):
+        if name in self.lazy and name not in self.commands:
+            module, attr = self.lazy[name].split(":")
+            if importlib.util.find_spec(module) is None:
+                return None
+            self.add_command(getattr(importlib.import_module(module), attr), name)
+        return super().get_command(ctx, name)
+
+    def invoke(self, ctx: click.Context):
+        _state["command"] = ctx.command_path
+        return super().invoke(ctx)
+
+
+XltGroup.group_class = XltGroup
+
+
+@click.group(cls=XltGroup, lazy=SUBCOMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="xlt")
+@click.option("--quiet", "-q", is_flag=True, help="No logs or progress bars on stderr.")
+@click.option("--debug", is_flag=True, help="Show the full traceback on errors.")
+def cli(quiet: bool, debug: bool) -> None:
+    """Cross-lingual representation research, one Unix-style stage at a time.
+
+    \b
+    Example (a bilingual BPE'd corpus, ready for pretraining):
+      xlt tokenize --lang en en.txt -o en.tok
+      xlt tokenize --lang fr fr.txt -o fr.tok
+      xlt bpe learn --merges 80000 -o codes en.tok fr.tok
+      xlt bpe apply --codes codes en.tok -o en.bpe
+      xlt bpe vocab -o vocab en.bpe fr.bpe
+      xlt binarize --vocab vocab --lang en en.bpe -o en.train
+    """
+    log.set_quiet(quiet)
+    _state["debug"] = debug
+
+
+def fail(message: str) -> None:
+    """Print the one error line and exit with status 2."""
+    click.echo(f"{_state['command']}: error: {message}", err=True)
+    sys.exit(EXIT_USAGE)
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    _state["debug"] = "--debug" in argv
+    try:
+        cli.main(args=argv, prog_name="xlt", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo(f"{_state['command']}: interrupted", err=True)
+        sys.exit(130)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except XltError as e:
+        if _state["debug"]:
+            raise
+        fail(str(e))
+    except BrokenPipeError:
+        # `xlt ... | head` is normal use: stop quietly, and keep Python from complaining at exit.
+        sys.stderr.close()
+        sys.exit(0)
+    except KeyboardInterrupt:
+        click.echo(f"{_state['command']}: interrupted", err=True)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

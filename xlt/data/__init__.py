@@ -1,0 +1,1 @@
+"""Data stages: memory-mapped token stores, pretraining streams, masking, data recipes."""

@@ -1,0 +1,1 @@
+"""Text stages: tokenization, BPE (fastBPE formats), vocabularies with language ownership, code-switching."""

@@ -1,0 +1,164 @@
+"""Vocabularies: fastBPE's ``token count`` file plus which languages own each token.
+
+The vocabulary file itself stays byte-compatible with fastBPE (``fast getvocab`` writes it and
+``fast applybpe`` reads it). Language ownership, which the anchor-point ablations and same-language
+random replacement need, lives in a JSON sidecar ``<vocab>.langs.json``::
+
+    {"format": "xlt-vocab-langs/1", "languages": ["en", "fr"], "prefix_lang": false,
+     "vocab_sha256": "...", "owners": [3, 1, 2, ...]}
+
+``owners[i]`` is a bit mask over ``languages`` for the i-th line of the vocabulary file. A
+vocabulary without a sidecar is language-agnostic (every token owned by every language).
+
+Model ids put the special tokens first, in :data:`SPECIALS` order, then the vocabulary lines in
+file order; :attr:`Vocabulary.sha256` identifies the file so a token store or model trained on
+another vocabulary is refused rather than silently remapped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Iterable, Optional, Sequence
+
+from xlt.utils.errors import PathLike, XltError, require_file
+from xlt.utils.textio import atomic_output, read_lines
+
+BOS, EOS, PAD, UNK, MASK = "<s>", "</s>", "<pad>", "<unk>", "<mask>"
+SPECIALS = (BOS, EOS, PAD, UNK, MASK)
+SIDECAR_SUFFIX = ".langs.json"
+SIDECAR_FORMAT = "xlt-vocab-langs/1"
+
+
+def file_sha256(path: PathLike) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+@dataclass
+class Vocabulary:
+    """Tokens (file order), their counts, and per-token language ownership masks.
+
+    Attributes:
+        tokens: vocabulary entries in file order (specials not included).
+        counts: the count column of the file.
+        languages: language codes that the ownership masks refer to (empty: language-agnostic).
+        owners: one bit mask per token over ``languages``.
+        prefix_lang: every token carries its language (``en:cat``), so no token is shared.
+        sha256: checksum of the vocabulary file this was read from (or would be written as).
+    """
+
+    tokens: list[str]
+    counts: list[int]
+    languages: list[str] = field(default_factory=list)
+    owners: list[int] = field(default_factory=list)
+    prefix_lang: bool = False
+    sha256: str = ""
+
+    def __post_init__(self) -> None:
+        self._index = {t: i + len(SPECIALS) for i, t in enumerate(self.tokens)}
+        if not self.sha256:
+            self.sha256 = hashlib.sha256(self.file_text().encode("utf-8")).hexdigest()
+
+    # ---- ids ---------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        """Size of the model's embedding table: specials plus entries."""
+        return len(SPECIALS) + len(self.tokens)
+
+    def index(self, token: str) -> int:
+        return self._index.get(token, SPECIALS.index(UNK))
+
+    def token(self, idx: int) -> str:
+        return SPECIALS[idx] if idx < len(SPECIALS) else self.tokens[idx - len(SPECIALS)]
+
+    @property
+    def special_ids(self) -> dict[str, int]:
+        return {s: i for i, s in enumerate(SPECIALS)}
+
+    # ---- ownership ---------------------------------------------------------------------------
+    def language_ids(self, lang: str) -> list[int]:
+        """Model ids of the tokens owned by ``lang`` (all tokens for a language-agnostic vocabulary)."""
+        if not self.languages:
+            return list(range(len(SPECIALS), len(self)))
+        if lang not in self.languages:
+            raise XltError(f"unknown language {lang!r}; the vocabulary has {', '.join(self.languages)}")
+        bit = 1 << self.languages.index(lang)
+        return [i + len(SPECIALS) for i, m in enumerate(self.owners) if m & bit]
+
+    def shared_tokens(self, a: str, b: str) -> list[str]:
+        both = (1 << self.languages.index(a)) | (1 << self.languages.index(b))
+        return [t for t, m in zip(self.tokens, self.owners) if m & both == both]
+
+    # ---- files -------------------------------------------------------------------------------
+    def file_text(self) -> str:
+        return "".join(f"{t} {c}\n" for t, c in zip(self.tokens, self.counts))
+
+    @classmethod
+    def load(cls, path: PathLike) -> "Vocabulary":
+        """Read a fastBPE vocabulary and its ownership sidecar if there is one."""
+        path = require_file(path, "vocabulary")
+        tokens, counts = [], []
+        for lineno, line in enumerate(read_lines(path), start=1):
+            parts = line.split(" ")
+            if len(parts) != 2 or not parts[0] or not parts[1].isdigit():
+                raise XltError("malformed vocabulary line, expected 'token count'", path, lineno)
+            tokens.append(parts[0])
+            counts.append(int(parts[1]))
+        if not tokens:
+            raise XltError("empty vocabulary", path)
+        vocab = cls(tokens, counts, sha256=file_sha256(path))
+        sidecar = os.fspath(path) + SIDECAR_SUFFIX
+        if os.path.exists(sidecar):
+            vocab._read_sidecar(sidecar)
+        return vocab
+
+    def _read_sidecar(self, sidecar: str) -> None:
+        try:
+            meta = json.loads(open(sidecar, encoding="utf-8").read())
+        except (ValueError, UnicodeDecodeError) as e:
+            raise XltError(f"not a valid ownership sidecar ({e})", sidecar) from None
+        if meta.get("format") != SIDECAR_FORMAT:
+            raise XltError(f"unknown sidecar format {meta.get('format')!r}", sidecar)
+        if meta.get("vocab_sha256") != self.sha256 or len(meta.get("owners", [])) != len(self.tokens):
+            raise XltError("ownership sidecar does not match its vocabulary file (was the vocabulary edited?)", sidecar)
+        self.languages, self.owners, self.prefix_lang = meta["languages"], meta["owners"], meta.get("prefix_lang", False)
+
+    def save(self, path: PathLike) -> None:
+        """Write the fastBPE file (atomically) and, if ownership is known, its sidecar."""
+        text = self.file_text()
+        with atomic_output(path) as f:
+            f.write(text)
+        self.sha256 = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        if self.languages:
+            from xlt.utils.textio import write_json
+
+            write_json(os.fspath(path) + SIDECAR_SUFFIX, {
+                "format": SIDECAR_FORMAT, "languages": self.languages, "prefix_lang": self.prefix_lang,
+                "vocab_sha256": self.sha256, "owners": self.owners})
+
+    @classmethod
+    def from_counts(cls, counts: dict[str, int], languages: Sequence[str] = (),
+                    owners: Optional[dict[str, int]] = None, prefix_lang: bool = False) -> "Vocabulary":
+        """Build a vocabulary sorted as ``fast getvocab`` sorts: count descending, then bytewise token.
+
+        Python compares ``str`` by code point, which for UTF-8 is the same order as bytes.
+        """
+        order = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        tokens = [t for t, _ in order]
+        return cls(tokens, [c for _, c in order], list(languages),
+                   [owners[t] for t in tokens] if owners is not None else [], prefix_lang)
+
+
+def ownership_masks(per_language: Iterable[tuple[str, Iterable[str]]], languages: Sequence[str]) -> dict[str, int]:
+    """Bit masks from (language, tokens-of-that-language) pairs."""
+    masks: dict[str, int] = {}
+    for lang, tokens in per_language:
+        bit = 1 << list(languages).index(lang)
+        for t in tokens:
+            masks[t] = masks.get(t, 0) | bit
+    return masks

@@ -1,0 +1,1 @@
+"""Small shared utilities: the one error path, atomic files, text input, logging."""

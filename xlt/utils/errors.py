@@ -1,0 +1,49 @@
+"""The one error path.
+
+Library code raises :class:`XltError` for anything the user can fix (bad input, missing files,
+mismatched vocabularies). The CLI turns it into exactly one line on stderr,
+``xlt <cmd>: error: <file>:<line>: <what is wrong>``, and exit status 2; ``--debug`` shows the
+traceback instead. Anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional, Union
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+EXIT_USAGE = 2
+
+
+class XltError(Exception):
+    """A user-facing error about one input, optionally at one line of it."""
+
+    def __init__(self, message: str, path: Optional[PathLike] = None, line: Optional[int] = None):
+        super().__init__(message)
+        self.message = message
+        self.path = None if path is None else os.fspath(path)
+        self.line = line
+
+    def location(self) -> str:
+        if self.path is None:
+            return ""
+        where = "<stdin>" if self.path == "-" else self.path
+        return f"{where}:{self.line}: " if self.line is not None else f"{where}: "
+
+    def __str__(self) -> str:
+        return self.location() + self.message
+
+
+def require_file(path: PathLike, what: str = "file") -> str:
+    """Return ``path`` as a string, or raise a one-line error if it is not a readable file."""
+    path = os.fspath(path)
+    if path == "-":
+        return path
+    if not os.path.exists(path):
+        raise XltError(f"no such {what}", path)
+    if os.path.isdir(path):
+        raise XltError(f"is a directory, expected a {what}", path)
+    if not os.access(path, os.R_OK):
+        raise XltError(f"cannot read {what}", path)
+    return path

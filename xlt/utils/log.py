@@ -1,0 +1,67 @@
+"""Logging and progress bars on stderr.
+
+Data goes to stdout or ``-o FILE``; everything meant for a person goes to stderr through one rich
+console. Progress bars are shown only when stderr is a terminal and ``--quiet`` was not given, so
+pipelines and cron jobs get clean logs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from typing import Iterator, Optional
+
+from rich.console import Console
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn,
+                           TimeElapsedColumn, TimeRemainingColumn)
+
+console = Console(stderr=True, highlight=False)
+_quiet = False
+
+
+def set_quiet(quiet: bool) -> None:
+    global _quiet
+    _quiet = quiet
+
+
+def info(message: str) -> None:
+    """A log line on stderr (suppressed by ``--quiet``)."""
+    if not _quiet:
+        console.print(message, markup=False)
+
+
+def progress_enabled() -> bool:
+    return not _quiet and sys.stderr.isatty()
+
+
+class _NullTask:
+    def advance(self, n: float = 1) -> None:
+        pass
+
+    def update(self, **fields) -> None:
+        pass
+
+
+class _Task:
+    def __init__(self, progress: Progress, task_id):
+        self._progress, self._id = progress, task_id
+
+    def advance(self, n: float = 1) -> None:
+        self._progress.advance(self._id, n)
+
+    def update(self, **fields) -> None:
+        self._progress.update(self._id, **fields)
+
+
+@contextlib.contextmanager
+def progress(description: str, total: Optional[float] = None, unit: str = "") -> Iterator[_Task | _NullTask]:
+    """A rich progress bar on stderr, or a no-op when output is not a terminal."""
+    if not progress_enabled():
+        yield _NullTask()
+        return
+    columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn() if total else TextColumn(f"{{task.completed:,.0f}} {unit}"),
+               TaskProgressColumn() if total else TextColumn(""), TimeElapsedColumn(), TimeRemainingColumn(),
+               TextColumn("{task.fields[status]}")]
+    with Progress(*columns, console=console, transient=False) as p:
+        tid = p.add_task(description, total=total, status="")
+        yield _Task(p, tid)

@@ -1,0 +1,129 @@
+"""Reading text and writing outputs safely.
+
+* :func:`read_lines` streams a text file (plain, ``.gz``, ``.xz``, or ``-`` for stdin) line by
+  line, decoding strictly as UTF-8 one line at a time, so a bad byte is reported with its line
+  number and memory stays constant.
+* :func:`atomic_output` writes to a temporary name beside the target and renames it into place
+  only when the block finishes without error, so a killed or failed run never leaves a partial
+  file under the final name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import lzma
+import os
+import sys
+import tempfile
+from typing import BinaryIO, Iterator, Optional, TextIO
+
+from xlt.utils.errors import PathLike, XltError, require_file
+
+
+def open_binary(path: PathLike) -> BinaryIO:
+    """Open a possibly compressed file (or stdin for ``-``) for binary reading."""
+    path = require_file(path)
+    if path == "-":
+        return sys.stdin.buffer
+    if path.endswith(".gz"):
+        return gzip.open(path, "rb")  # type: ignore[return-value]
+    if path.endswith(".xz"):
+        return lzma.open(path, "rb")  # type: ignore[return-value]
+    return open(path, "rb")
+
+
+def read_lines(path: PathLike, keep_newline: bool = False) -> Iterator[str]:
+    """Yield the lines of a UTF-8 text file without their line ending (``\\n`` or ``\\r\\n``).
+
+    Raises:
+        XltError: on a missing file, a non-UTF-8 line (with its line number) or a corrupt archive.
+    """
+    path = os.fspath(path)
+    f = open_binary(path)
+    lineno = 0
+    try:
+        for raw in f:
+            lineno += 1
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise XltError(f"not valid UTF-8 (byte {e.start + 1} of the line)", path, lineno) from None
+            if not keep_newline:
+                line = line.rstrip("\n")
+                if line.endswith("\r"):
+                    line = line[:-1]
+            yield line
+    except (EOFError, lzma.LZMAError, gzip.BadGzipFile, OSError) as e:
+        if isinstance(e, XltError):
+            raise
+        raise XltError(f"cannot read compressed input ({e})", path, lineno + 1) from None
+    finally:
+        if f is not sys.stdin.buffer:
+            f.close()
+
+
+def read_numbered_lines(path: PathLike) -> Iterator[tuple[int, str]]:
+    """Like :func:`read_lines`, with 1-based line numbers for error messages."""
+    return enumerate(read_lines(path), start=1)
+
+
+@contextlib.contextmanager
+def atomic_output(path: Optional[PathLike], mode: str = "w", encoding: Optional[str] = "utf-8") -> Iterator[TextIO]:
+    """Open ``path`` for writing through a temporary file that is renamed on success.
+
+    ``None`` or ``-`` writes to stdout instead. On any exception the temporary file is removed and
+    the previous content of ``path`` (if any) is left untouched.
+    """
+    if path is None or os.fspath(path) == "-":
+        stream = sys.stdout.buffer if "b" in mode else sys.stdout
+        yield stream  # type: ignore[misc]
+        stream.flush()
+        return
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise XltError("output directory does not exist", directory)
+    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+    try:
+        kwargs = {} if "b" in mode else {"encoding": encoding, "newline": "\n"}
+        with os.fdopen(fd, mode, **kwargs) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_path(path: PathLike) -> Iterator[str]:
+    """Yield a temporary path beside ``path``; rename it to ``path`` if the block succeeds.
+
+    For writers that need a file name (numpy memmaps, external tools) rather than a stream.
+    """
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise XltError("output directory does not exist", directory)
+    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+    os.close(fd)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_json(path: PathLike, obj: object) -> None:
+    """Write ``obj`` as indented JSON, atomically."""
+    import json
+
+    with atomic_output(path) as f:
+        json.dump(obj, f, indent=2, ensure_ascii=False, sort_keys=False)
+        f.write("\n")
