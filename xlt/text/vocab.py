@@ -73,6 +73,17 @@ class Vocabulary:
     def index(self, token: str) -> int:
         return self._index.get(token, SPECIALS.index(UNK))
 
+    def entry(self, token: str, lang: str) -> str:
+        """The vocabulary entry for ``token`` of language ``lang`` (``fr:chat`` under ``prefix_lang``)."""
+        return f"{lang}:{token}" if self.prefix_lang else token
+
+    def encode(self, tokens: Sequence[str], lang: str) -> list[int]:
+        """Model ids of a sentence's subword tokens; unknown tokens map to ``<unk>``."""
+        unk = SPECIALS.index(UNK)
+        if self.prefix_lang:
+            return [self._index.get(f"{lang}:{t}", unk) for t in tokens]
+        return [self._index.get(t, unk) for t in tokens]
+
     def token(self, idx: int) -> str:
         return SPECIALS[idx] if idx < len(SPECIALS) else self.tokens[idx - len(SPECIALS)]
 
