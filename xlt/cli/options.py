@@ -1,0 +1,74 @@
+"""Click options generated from typed dataclass configs, so help text is written once.
+
+Each field becomes ``--field-name`` with the field's ``help`` metadata and default: ``bool`` is a
+``--x/--no-x`` flag, ``tuple[a, b]`` takes two values, and ``dict[str, str]`` is a repeatable
+``--x KEY VALUE`` pair (``--train en data/en.train --train fr data/fr.train``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from typing import Any, Callable, Iterable
+
+import click
+
+
+def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
+    args = typing.get_args(tp)
+    if typing.get_origin(tp) is typing.Union and type(None) in args:
+        return next(a for a in args if a is not type(None)), True
+    return tp, False
+
+
+def _option(field: dataclasses.Field, tp: Any, required: bool) -> Callable:
+    name = "--" + field.name.replace("_", "-")
+    help_text = field.metadata.get("help", "")
+    has_default = field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING
+    default = field.default if field.default is not dataclasses.MISSING else None
+    base, optional = _unwrap_optional(tp)
+    origin = typing.get_origin(base)
+    if base is bool:
+        flag = f"{name}/--no-{name[2:]}"
+        if optional:
+            return click.option(flag, field.name, default=None, help=help_text + " [default: automatic]")
+        return click.option(flag, field.name, default=default, show_default=True, help=help_text)
+    if origin is dict:
+        return click.option(name, field.name, type=(str, str), multiple=True, required=required and not has_default,
+                            metavar=field.metadata.get("metavar") or "KEY VALUE", help=help_text + " (repeatable)")
+    if origin is tuple:
+        inner = typing.get_args(base)
+        return click.option(name, field.name, type=tuple(inner), default=default, show_default=default is not None,
+                            help=help_text)
+    return click.option(name, field.name, type=base, default=default, required=required and not has_default,
+                        show_default=default is not None, help=help_text)
+
+
+def dataclass_options(cls: type, skip: Iterable[str] = ()) -> Callable[[Callable], Callable]:
+    """A decorator adding one click option per field of the dataclass ``cls``."""
+    hints = typing.get_type_hints(cls)
+    fields = [f for f in dataclasses.fields(cls) if f.name not in set(skip)]
+
+    def decorate(fn: Callable) -> Callable:
+        for f in reversed(fields):
+            fn = _option(f, hints[f.name], required=True)(fn)
+        return fn
+
+    return decorate
+
+
+def build_config(cls: type, values: dict[str, Any]):
+    """Instantiate ``cls`` from click's values (pairs become dicts; unset optional values stay defaults)."""
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in values:
+            continue
+        v = values[f.name]
+        base, _ = _unwrap_optional(hints[f.name])
+        if typing.get_origin(base) is dict:
+            v = dict(v)
+        elif typing.get_origin(base) is tuple and v is not None:
+            v = tuple(v)
+        kwargs[f.name] = v
+    return cls(**kwargs)

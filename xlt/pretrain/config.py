@@ -1,0 +1,68 @@
+"""The pretraining configuration: one typed dataclass, resolved and saved in the run directory."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Optional
+
+
+def _help(text: str, metavar: Optional[str] = None, **kwargs):
+    return field(metadata={"help": text, "metavar": metavar}, **kwargs)
+
+
+@dataclass
+class PretrainConfig:
+    """Everything that decides what a pretraining run computes (paths are recorded as given)."""
+
+    vocab: str = _help("fastBPE vocabulary (with its .langs.json ownership sidecar for ablations)")
+    train: dict[str, str] = _help("language and token-store prefix of its training data", metavar="LANG PREFIX")
+    dev: dict[str, str] = _help("language and token-store prefix of its dev data (every language needs one)",
+                                 metavar="LANG PREFIX")
+    codes: dict[str, str] = _help("language and the BPE codes its text was segmented with (copied into "
+                                  "the run directory so later stages segment new text the same way)",
+                                  metavar="LANG CODES", default_factory=dict)
+    lowercase: bool = _help("the text was lowercased by xlt tokenize (recorded for later stages)", default=False)
+    remove_accents: bool = _help("accents were removed by xlt tokenize (recorded for later stages)", default=False)
+    preset: str = _help("model preset: wu2020 (the paper's), small (CPU demo) or tiny (tests)", default="small")
+    sharing: str = _help("parameter sharing preset, a row of Wu et al.'s Table 1: default, sep-emb, "
+                         "sep-l1-3, sep-l1-6, sep-emb+l1-3, sep-emb+l1-6", default="default")
+    separate_layers: Optional[tuple[int, int]] = _help(
+        "any contiguous bottom range of language-specific layers (1-based, inclusive); overrides the preset's",
+        default=None)
+    lang_embeddings: bool = _help("add XLM-style language embeddings to the input", default=True)
+    stream_len: int = _help("tokens per training window, cut across sentence boundaries (Liu et al.: 20)",
+                            default=256)
+    batch_size: int = _help("windows per batch and per process (the paper: 96 per GPU)", default=32)
+    lang_alpha: float = _help("language sampling: p(lang) proportional to (share of sentences)^alpha",
+                              default=0.7)
+    max_sentences: Optional[int] = _help("use only the first N training sentences of each language "
+                                         "(Liu et al.'s data-size ablation)", default=None)
+    random_within_language: Optional[bool] = _help(
+        "draw the 10% random replacements from the batch language's own tokens; default: yes when "
+        "embeddings are separate or the vocabulary is language-prefixed (keeps the ablation clean)", default=None)
+    max_steps: int = _help("optimizer steps in total", default=10000)
+    lr: float = _help("peak learning rate of Adam", default=1e-4)
+    warmup_steps: int = _help("inverse square root schedule: linear warm-up steps", default=30000)
+    warmup_init_lr: float = _help("learning rate at step 0 of the warm-up (XLM: 1e-7)", default=1e-7)
+    adam_betas: tuple[float, float] = _help("Adam betas", default=(0.9, 0.999))
+    weight_decay: float = _help("Adam weight decay", default=0.0)
+    clip_norm: float = _help("gradient clipping (max L2 norm; 0 disables; XLM: 5)", default=5.0)
+    precision: str = _help("auto (bf16 on CUDA that has it, else fp16 with a scaler; fp32 on CPU), "
+                           "fp32, bf16 or fp16", default="auto")
+    seed: int = _help("seed of every generator: CPU runs are bit-reproducible", default=0)
+    eval_every: int = _help("steps between dev evaluations (XLM's epoch)", default=1000)
+    save_every: int = _help("steps between 'last' checkpoints", default=200)
+    eval_batches: Optional[int] = _help("evaluate on at most this many dev batches per language", default=None)
+    select_on: str = _help("dev perplexity that picks the best checkpoint: a language code or 'mean'",
+                           default="en")
+    log_every: int = _help("steps between metric lines", default=10)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["separate_layers"] = list(self.separate_layers) if self.separate_layers else None
+        d["adam_betas"] = list(self.adam_betas)
+        return d
+
+
+# Keys that may change when the same run directory is started again (to train for longer).
+MUTABLE_KEYS = ("max_steps", "log_every", "eval_batches")

@@ -1,0 +1,82 @@
+"""torchrun set-up: the same code runs as one process (CPU or GPU) or under torchrun.
+
+Single process::
+
+    xlt pretrain --run-dir runs/en-fr ...
+
+One node, 8 GPUs::
+
+    torchrun --nproc_per_node 8 -m xlt pretrain --run-dir runs/en-fr ...
+
+Two nodes (run on each, with its own ``--node_rank``)::
+
+    torchrun --nnodes 2 --node_rank 0 --nproc_per_node 8 \\
+        --rdzv_backend c10d --rdzv_endpoint HOST0:29500 -m xlt pretrain --run-dir runs/en-fr ...
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class Dist:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    device: torch.device = torch.device("cpu")
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+
+def setup() -> Dist:
+    """Read torchrun's environment; start the process group (NCCL on GPUs, gloo on CPU)."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
+    if torch.cuda.is_available() and os.environ.get("XLT_DEVICE", "") != "cpu":
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    if world_size > 1 and not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+    return Dist(rank, world_size, local_rank, device)
+
+
+def teardown(d: Dist) -> None:
+    if d.enabled and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def barrier(d: Dist) -> None:
+    if d.enabled:
+        dist.barrier()
+
+
+def broadcast_object(d: Dist, obj: Any) -> Any:
+    """Rank 0's value on every rank."""
+    if not d.enabled:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def gather_objects(d: Dist, obj: Any) -> list[Any]:
+    """Every rank's value, in rank order, on every rank."""
+    if not d.enabled:
+        return [obj]
+    out: list[Any] = [None] * d.world_size
+    dist.all_gather_object(out, obj)
+    return out

@@ -1,0 +1,306 @@
+"""The pretraining loop: one language per batch, masked-LM loss, exact resume, torchrun-ready.
+
+The loop owns no modelling and no data logic: :class:`~xlt.model.heads.MaskedLM` computes the
+loss, :class:`~xlt.data.streams.LanguageStream` cuts windows from memory-mapped stores,
+:class:`~xlt.data.sampling.LanguageSampler` picks the batch language and
+:class:`~xlt.data.masking.MaskTransform` masks it. What the loop adds is bookkeeping that must be
+exact: every generator and stream position goes into the checkpoint, so a run killed at any moment
+and started again ends with the same weights as a run never interrupted.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import time
+from contextlib import nullcontext
+from typing import Any, Optional
+
+import torch
+
+from xlt.data.masking import MaskingConfig, MaskTransform
+from xlt.data.sampling import LanguageSampler
+from xlt.data.store import TokenStore
+from xlt.data.streams import LanguageStream, iterate_eval
+from xlt.model.encoder import EncoderConfig, SharingSpec
+from xlt.model.heads import MaskedLM
+from xlt.pretrain import distributed
+from xlt.pretrain.checkpoint import load_checkpoint, save_checkpoint
+from xlt.pretrain.config import MUTABLE_KEYS, PretrainConfig
+from xlt.pretrain.schedule import inverse_sqrt_schedule
+from xlt.text.vocab import MASK, SPECIALS, Vocabulary
+from xlt.utils import log
+from xlt.utils.errors import XltError
+from xlt.utils.rundir import MetricsLog, check_same_config, exclusive_lock, write_run_description
+from xlt.utils.seed import rng_state, seed_everything, set_rng_state
+from xlt.utils.textio import write_json
+
+EVAL_MASK_SEED = 12345  # dev perplexity always uses the same masks, whatever the training seed
+
+
+class Pretrainer:
+    """Builds everything a run needs from a :class:`PretrainConfig` and trains it."""
+
+    def __init__(self, cfg: PretrainConfig, run_dir: str, d: Optional[distributed.Dist] = None):
+        self.cfg, self.run_dir = cfg, os.fspath(run_dir)
+        self.d = d or distributed.Dist()
+        self.languages = list(cfg.train)
+        self._check_languages()
+        self.vocab = Vocabulary.load(cfg.vocab)
+        self.train_stores = {l: TokenStore.open(p, vocab=self.vocab) for l, p in cfg.train.items()}
+        self.dev_stores = {l: TokenStore.open(p, vocab=self.vocab) for l, p in cfg.dev.items()}
+
+        seed_everything(cfg.seed)
+        sharing = SharingSpec.preset(cfg.sharing)
+        if cfg.separate_layers is not None:
+            sharing = SharingSpec(separate_embeddings=sharing.separate_embeddings,
+                                  separate_layers=tuple(cfg.separate_layers))
+        self.model_config = EncoderConfig.preset(cfg.preset, vocab_size=len(self.vocab), languages=self.languages,
+                                                 sharing=sharing, lang_embeddings=cfg.lang_embeddings)
+        self.model = MaskedLM(self.model_config).to(self.d.device)
+        self.ddp_model = self._wrap_ddp(self.model)
+
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.lr, betas=tuple(cfg.adam_betas),
+                                          weight_decay=cfg.weight_decay)
+        self.scheduler = inverse_sqrt_schedule(self.optimizer, cfg.lr, cfg.warmup_steps, cfg.warmup_init_lr)
+        self.autocast_dtype = self._autocast_dtype()
+        self.scaler = torch.amp.GradScaler(self.d.device.type, enabled=self.autocast_dtype == torch.float16)
+
+        within = cfg.random_within_language
+        if within is None:
+            within = sharing.separate_embeddings or self.vocab.prefix_lang
+        self.masking = MaskTransform(
+            MaskingConfig(random_within_language=within), mask_id=SPECIALS.index(MASK),
+            special_ids=list(range(len(SPECIALS))), vocab_size=len(self.vocab),
+            language_token_ids={l: torch.tensor(self.vocab.language_ids(l)) for l in self.languages})
+        self.mask_generator = torch.Generator().manual_seed(cfg.seed * 1000 + 17 + self.d.rank)
+        self.streams = {l: LanguageStream(s, stream_len=cfg.stream_len, batch_size=cfg.batch_size,
+                                          seed=cfg.seed, rank=self.d.rank, world_size=self.d.world_size,
+                                          max_sentences=cfg.max_sentences)
+                        for l, s in self.train_stores.items()}
+        counts = {l: min(len(s), cfg.max_sentences or len(s)) for l, s in self.train_stores.items()}
+        # Same seed on every rank: all ranks train on the same language at each step.
+        self.sampler = LanguageSampler(counts, alpha=cfg.lang_alpha, seed=cfg.seed)
+        self.step = 0
+        self.best: dict[str, Any] = {"value": math.inf, "step": None}
+        self.metrics = MetricsLog(os.path.join(self.run_dir, "metrics.jsonl"))
+
+    # ---- set-up helpers ---------------------------------------------------------------------
+    def _check_languages(self) -> None:
+        if not self.languages:
+            raise XltError("no training data given (--train LANG PREFIX)")
+        for lang in self.languages:
+            if lang not in self.cfg.dev:
+                raise XltError(f"language {lang!r} has no dev set (--dev {lang} PREFIX)")
+        if self.cfg.select_on != "mean" and self.cfg.select_on not in self.languages:
+            raise XltError(f"--select-on {self.cfg.select_on!r} is not a training language "
+                           f"({', '.join(self.languages)}) nor 'mean'")
+
+    def _wrap_ddp(self, model: torch.nn.Module) -> torch.nn.Module:
+        if not self.d.enabled:
+            return model
+        from torch.nn.parallel import DistributedDataParallel
+
+        # With language-specific parts, the other languages' copies get no gradient at a step.
+        has_specific = any(True for _ in model.encoder.language_specific_parameters())
+        ids = [self.d.device.index] if self.d.device.type == "cuda" else None
+        return DistributedDataParallel(model, device_ids=ids, find_unused_parameters=has_specific)
+
+    def _autocast_dtype(self) -> Optional[torch.dtype]:
+        p, dev = self.cfg.precision, self.d.device.type
+        if p == "auto":
+            if dev != "cuda":
+                return None
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        if p == "fp32":
+            return None
+        if p == "fp16" and dev != "cuda":
+            raise XltError("--precision fp16 needs a GPU; use bf16 or fp32 on CPU")
+        return {"bf16": torch.bfloat16, "fp16": torch.float16}[p]
+
+    def _autocast(self):
+        if self.autocast_dtype is None:
+            return nullcontext()
+        return torch.autocast(self.d.device.type, dtype=self.autocast_dtype)
+
+    # ---- checkpoints ------------------------------------------------------------------------
+    def _path(self, name: str) -> str:
+        return os.path.join(self.run_dir, "checkpoints", name)
+
+    def state_dict(self) -> dict[str, Any]:
+        per_rank = distributed.gather_objects(self.d, {
+            "rng": rng_state(), "mask_generator": self.mask_generator.get_state(),
+            "streams": {l: s.state_dict() for l, s in self.streams.items()}})
+        return {"step": self.step, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(), "scaler": self.scaler.state_dict(),
+                "sampler": self.sampler.state_dict(), "per_rank": per_rank, "best": dict(self.best),
+                "config": self.cfg.to_dict(), "model_config": self.model_config.to_dict(),
+                "vocab_sha256": self.vocab.sha256}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if len(state["per_rank"]) != self.d.world_size:
+            raise XltError(f"checkpoint was written by {len(state['per_rank'])} processes, this run has "
+                           f"{self.d.world_size}; resume with the same number", self._path("last.pt"))
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.scaler.load_state_dict(state["scaler"])
+        self.sampler.load_state_dict(state["sampler"])
+        mine = state["per_rank"][self.d.rank]
+        set_rng_state(mine["rng"])
+        self.mask_generator.set_state(mine["mask_generator"])
+        for lang, s in mine["streams"].items():
+            self.streams[lang].load_state_dict(s)
+        self.step, self.best = state["step"], state["best"]
+
+    def save(self, name: str, state: Optional[dict[str, Any]] = None) -> None:
+        state = state if state is not None else self.state_dict()  # collective: every rank calls it
+        if self.d.is_main:
+            save_checkpoint(self._path(name), state)
+
+    # ---- the loop ---------------------------------------------------------------------------
+    def prepare_run_dir(self) -> bool:
+        """Create or check the run directory; return True when resuming from a checkpoint."""
+        resolved = self.cfg.to_dict()
+        resuming = False
+        if self.d.is_main:
+            os.makedirs(self._path(""), exist_ok=True)
+            resuming = check_same_config(self.run_dir, resolved, MUTABLE_KEYS) and os.path.exists(self._path("last.pt"))
+            self._describe(resolved)
+        return distributed.broadcast_object(self.d, resuming)
+
+    def _describe(self, resolved: dict[str, Any]) -> None:
+        """Copy what later stages need to treat new text exactly as in training, and write config.json."""
+        copies = [(self.cfg.vocab, "vocab"), (self.cfg.vocab + ".langs.json", "vocab.langs.json")]
+        copies += [(path, f"codes.{lang}") for lang, path in self.cfg.codes.items()]
+        for src, dst in copies:
+            if os.path.exists(src):
+                shutil.copyfile(src, os.path.join(self.run_dir, dst))
+            elif not src.endswith(".langs.json"):
+                raise XltError("no such file", src)
+        write_json(os.path.join(self.run_dir, "text.json"), {
+            lang: {"codes": f"codes.{lang}" if lang in self.cfg.codes else None, "lowercase": self.cfg.lowercase,
+                   "remove_accents": self.cfg.remove_accents} for lang in self.languages})
+        stores = {f"{split}/{lang}": {"prefix": s_path, **{k: store.header.get(k) for k in (
+            "vocab_sha256", "n_sentences", "n_tokens", "source_sha256", "unk_rate") if k in store.header}}
+                  for split, paths, stores_ in (("train", self.cfg.train, self.train_stores),
+                                                ("dev", self.cfg.dev, self.dev_stores))
+                  for (lang, s_path), store in zip(paths.items(), stores_.values())}
+        write_run_description(self.run_dir, {**resolved, "model": self.model_config.to_dict()},
+                              {"vocab_sha256": self.vocab.sha256, "stores": stores})
+
+    def train(self) -> dict[str, Any]:
+        """Train to ``max_steps`` (resuming if the run directory has a checkpoint); return a summary."""
+        lock = exclusive_lock(os.path.join(self.run_dir, ".lock")) if self.d.is_main else nullcontext()
+        os.makedirs(self.run_dir, exist_ok=True)
+        with lock:
+            if self.prepare_run_dir():
+                self.load_state_dict(load_checkpoint(self._path("last.pt")))
+                if self.d.is_main:
+                    self.metrics.truncate_after(self.step)
+                    log.info(f"resuming {self.run_dir} at step {self.step}")
+            return self._loop()
+
+    def _loop(self) -> dict[str, Any]:
+        cfg = self.cfg
+        tokens_since, wait_since, t_since = 0, 0.0, time.perf_counter()
+        with log.progress("pretrain", total=cfg.max_steps) as bar:
+            bar.advance(self.step)
+            while self.step < cfg.max_steps:
+                t0 = time.perf_counter()
+                lang = self.sampler.next()
+                masked = self.masking(next(self.streams[lang]), lang, self.mask_generator)
+                wait_since += time.perf_counter() - t0
+                loss = self._train_step(masked, lang)
+                self.step += 1
+                tokens_since += masked.input_ids.numel() * self.d.world_size
+                bar.advance(1)
+                if self.step % cfg.log_every == 0 or self.step == cfg.max_steps:
+                    elapsed = time.perf_counter() - t_since
+                    record = {"step": self.step, "lang": lang, "loss": round(loss, 6),
+                              "ppl": round(math.exp(min(loss, 50.0)), 4),
+                              "lr": self.scheduler.get_last_lr()[0], "tokens_per_s": round(tokens_since / elapsed, 1),
+                              "data_wait_s": round(wait_since, 4)}
+                    bar.update(status=f"loss {loss:.3f}  {record['tokens_per_s']:,.0f} tok/s")
+                    if self.d.is_main:
+                        self.metrics.append(record)
+                    tokens_since, wait_since, t_since = 0, 0.0, time.perf_counter()
+                if self.step % cfg.eval_every == 0 or self.step == cfg.max_steps:
+                    self._evaluate_and_select()
+                if self.step % cfg.save_every == 0 or self.step == cfg.max_steps:
+                    self.save("last.pt")
+        distributed.barrier(self.d)
+        return {"step": self.step, "best": self.best, "run_dir": self.run_dir}
+
+    def _train_step(self, masked, lang: str) -> float:
+        dev = self.d.device
+        self.ddp_model.train()
+        with self._autocast():
+            loss = self.ddp_model(masked.input_ids.to(dev), lang, None, masked.target_positions.to(dev),
+                                  masked.target_ids.to(dev))
+        value = loss.item()
+        if not math.isfinite(value):
+            raise XltError(f"loss is {value} at step {self.step + 1}; stopped. The last good checkpoint is kept "
+                           f"({self._path('last.pt')}); lower --lr or use --precision fp32/bf16")
+        self.scaler.scale(loss).backward()
+        if self.cfg.clip_norm > 0:
+            self.scaler.unscale_(self.optimizer)
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_norm)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scheduler.step()
+        return value
+
+    # ---- evaluation -------------------------------------------------------------------------
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, float]:
+        """Dev perplexity per language, with the same masks at every evaluation."""
+        self.model.eval()
+        result = {}
+        for lang, store in self.dev_stores.items():
+            gen = torch.Generator().manual_seed(EVAL_MASK_SEED)
+            total, count = 0.0, 0
+            for i, windows in enumerate(iterate_eval(store, self.cfg.stream_len, self.cfg.batch_size)):
+                if self.cfg.eval_batches is not None and i >= self.cfg.eval_batches:
+                    break
+                masked = self.masking(windows, lang, gen, eval_mode=True)
+                n = masked.target_ids.numel()
+                if n == 0:
+                    continue
+                with self._autocast():
+                    loss = self.model(masked.input_ids.to(self.d.device), lang, None,
+                                      masked.target_positions.to(self.d.device), masked.target_ids.to(self.d.device))
+                total, count = total + loss.float().item() * n, count + n
+            result[lang] = math.exp(total / count) if count else math.nan
+        return result
+
+    def _evaluate_and_select(self) -> None:
+        ppl = self.evaluate() if self.d.is_main else None
+        ppl = distributed.broadcast_object(self.d, ppl)
+        value = (sum(ppl.values()) / len(ppl)) if self.cfg.select_on == "mean" else ppl[self.cfg.select_on]
+        improved = value < self.best["value"]
+        if improved:
+            self.best = {"value": value, "step": self.step, "metric": f"valid_{self.cfg.select_on}_mlm_ppl"}
+        if self.d.is_main:
+            self.metrics.append({"step": self.step, **{f"valid_{l}_mlm_ppl": round(v, 4) for l, v in ppl.items()},
+                                 "best_step": self.best["step"]})
+            log.info(f"step {self.step}: dev ppl " + ", ".join(f"{l} {v:.2f}" for l, v in ppl.items())
+                     + (" (best)" if improved else ""))
+        if improved:
+            self.save("best.pt", self._weights_only())
+
+    def _weights_only(self) -> dict[str, Any]:
+        """What downstream stages load: weights and the configs that built them (no optimizer)."""
+        return {"step": self.step, "model": self.model.state_dict(), "model_config": self.model_config.to_dict(),
+                "config": self.cfg.to_dict(), "vocab_sha256": self.vocab.sha256, "best": dict(self.best)}
+
+
+def pretrain(cfg: PretrainConfig, run_dir: str) -> dict[str, Any]:
+    """Library entry point of ``xlt pretrain``: set up torchrun if present, train, tear down."""
+    d = distributed.setup()
+    try:
+        return Pretrainer(cfg, run_dir, d).train()
+    finally:
+        distributed.teardown(d)

@@ -1,0 +1,137 @@
+"""Run directories that describe themselves, and the locks that keep two processes out of one.
+
+A run directory holds ``config.json`` (the resolved configuration, the command line, library
+versions, git revision and input checksums), ``metrics.jsonl`` (one JSON object per line, appended
+with a single ``write`` so a line is never torn) and checkpoints. Running the same command again on
+the directory resumes it; a different configuration is refused rather than mixed in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+from xlt import __version__
+from xlt.utils.errors import PathLike, XltError
+from xlt.utils.textio import write_json
+
+
+def environment() -> dict[str, Any]:
+    """Versions and revision: enough to tell two runs' software apart."""
+    import numpy
+    import torch
+
+    return {
+        "xlt": __version__,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "numpy": numpy.__version__,
+        "platform": platform.platform(),
+        "git_revision": git_revision(),
+    }
+
+
+def git_revision() -> Optional[str]:
+    """The xlt checkout's commit (with ``-dirty`` when modified), or None outside a checkout."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        rev = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        if rev.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+        return rev.stdout.strip() + ("-dirty" if dirty else "")
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def command_line() -> list[str]:
+    return ["xlt" if os.path.basename(sys.argv[0]) in ("xlt", "__main__.py") else sys.argv[0], *sys.argv[1:]]
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: PathLike, what: str = "run directory") -> Iterator[None]:
+    """Hold an exclusive, non-blocking ``flock`` on ``path`` (created if needed).
+
+    The kernel drops the lock when the process dies, so a killed run never leaves a stale lock.
+    """
+    path = os.fspath(path)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise XltError(f"another process is using this {what}", os.path.dirname(path) or path) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        yield
+    finally:
+        os.close(fd)
+
+
+class MetricsLog:
+    """``metrics.jsonl``: one JSON object per line, each appended with one ``write`` call."""
+
+    def __init__(self, path: PathLike):
+        self.path = os.fspath(path)
+
+    def append(self, record: dict[str, Any]) -> None:
+        line = (json.dumps(record, sort_keys=False) + "\n").encode("utf-8")
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+
+    def records(self) -> list[dict[str, Any]]:
+        if not os.path.exists(self.path):
+            return []
+        with open(self.path, encoding="utf-8") as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+    def truncate_after(self, step: int) -> None:
+        """Drop records past ``step``: a resumed run rewrites them, so none is counted twice."""
+        kept = [r for r in self.records() if r.get("step", 0) <= step]
+        from xlt.utils.textio import atomic_output
+
+        with atomic_output(self.path) as f:
+            for r in kept:
+                f.write(json.dumps(r) + "\n")
+
+
+def check_same_config(run_dir: PathLike, resolved: dict[str, Any], mutable: tuple[str, ...] = ()) -> bool:
+    """Compare with an existing run's ``config.json``; return True if there is one to resume.
+
+    Raises:
+        XltError: when the directory holds a run with different settings (only ``mutable`` keys,
+            such as the number of steps, may change between invocations).
+    """
+    path = os.path.join(os.fspath(run_dir), "config.json")
+    if not os.path.exists(path):
+        return False
+    with open(path, encoding="utf-8") as f:
+        previous = json.load(f).get("config", {})
+    differing = sorted(k for k in set(previous) | set(resolved)
+                       if k not in mutable and previous.get(k) != resolved.get(k))
+    if differing:
+        shown = ", ".join(f"{k}: {previous.get(k)!r} -> {resolved.get(k)!r}" for k in differing[:3])
+        raise XltError(f"run directory holds a run with other settings ({shown}); use a new directory", path)
+    return True
+
+
+def write_run_description(run_dir: PathLike, resolved: dict[str, Any], inputs: dict[str, Any]) -> None:
+    """Write ``config.json``: the resolved config, the command line, versions and input checksums."""
+    write_json(os.path.join(os.fspath(run_dir), "config.json"), {
+        "config": resolved,
+        "command": command_line(),
+        "environment": environment(),
+        "inputs": inputs,
+    })
