@@ -1,0 +1,158 @@
+"""xlt pretrain: the run directory, exact resume (also after SIGKILL), NaN stop, bad inputs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import assert_one_line_error, run_xlt
+from pretrain_fixtures import build_inputs, tiny_args
+
+from xlt.pretrain.schedule import inverse_sqrt_schedule
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    return build_inputs(tmp_path_factory.mktemp("pretrain-inputs"))
+
+
+def weights(run_dir: Path, name: str = "last.pt") -> dict:
+    return torch.load(run_dir / "checkpoints" / name, map_location="cpu", weights_only=False)["model"]
+
+
+def assert_same_weights(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), f"{k} differs"
+
+
+def test_inverse_sqrt_schedule():
+    p = torch.nn.Parameter(torch.zeros(1))
+    opt = torch.optim.Adam([p], lr=1e-3)
+    sched = inverse_sqrt_schedule(opt, lr=1e-3, warmup_steps=10, warmup_init_lr=1e-7)
+    lrs = []
+    for _ in range(40):
+        lrs.append(sched.get_last_lr()[0])
+        opt.step()
+        sched.step()
+    assert lrs[0] == pytest.approx(1e-7)
+    assert lrs[5] == pytest.approx(1e-7 + (1e-3 - 1e-7) * 0.5)
+    assert lrs[10] == pytest.approx(1e-3)
+    assert lrs[40 - 1] == pytest.approx(1e-3 * (10 / 39) ** 0.5)
+
+
+def test_run_directory_describes_itself(inputs, tmp_path):
+    run = tmp_path / "run"
+    res = run_xlt("pretrain", "--run-dir", run, *inputs["args"], *tiny_args(10))
+    assert res.returncode == 0, res.stderr
+    config = json.loads((run / "config.json").read_text())
+    assert config["config"]["preset"] == "tiny" and config["config"]["max_steps"] == 10
+    assert config["environment"]["torch"] == torch.__version__
+    assert config["inputs"]["vocab_sha256"] == inputs["vocab"].sha256
+    assert set(config["inputs"]["stores"]) == {"train/en", "train/fr", "dev/en", "dev/fr"}
+    assert config["command"][:2] == ["xlt", "pretrain"] or "pretrain" in config["command"]
+    assert (run / "vocab").read_text() == (inputs["root"] / "vocab").read_text()
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in records if "loss" in r]
+    assert [r["step"] for r in train] == [2, 4, 6, 8, 10]
+    assert all(r["tokens_per_s"] > 0 and r["lr"] > 0 and r["lang"] in ("en", "fr") for r in train)
+    evals = [r for r in records if "valid_en_mlm_ppl" in r]
+    assert [r["step"] for r in evals] == [5, 10] and all("valid_fr_mlm_ppl" in r for r in evals)
+    best = torch.load(run / "checkpoints" / "best.pt", weights_only=False)
+    assert "optimizer" not in best and best["model_config"]["n_layers"] == 2
+    last = torch.load(run / "checkpoints" / "last.pt", weights_only=False)
+    assert last["step"] == 10 and {"optimizer", "scheduler", "scaler", "sampler", "per_rank"} <= set(last)
+
+
+def test_resume_equals_uninterrupted(inputs, tmp_path):
+    straight, split = tmp_path / "straight", tmp_path / "split"
+    run_xlt("pretrain", "--run-dir", straight, *inputs["args"], *tiny_args(14), check=True)
+    run_xlt("pretrain", "--run-dir", split, *inputs["args"], *tiny_args(7), check=True)
+    run_xlt("pretrain", "--run-dir", split, *inputs["args"], *tiny_args(14), check=True)
+    assert_same_weights(weights(straight), weights(split))
+    steps = [json.loads(l)["step"] for l in (split / "metrics.jsonl").read_text().splitlines() if "loss" in l]
+    assert steps == sorted(set(steps)), "a resumed run must not log a step twice"
+
+
+def test_sigkill_at_any_moment_then_resume_equals_uninterrupted(inputs, tmp_path):
+    straight = tmp_path / "straight"
+    run_xlt("pretrain", "--run-dir", straight, *inputs["args"], *tiny_args(24), check=True)
+    expected = weights(straight)
+    for delay in (0.3, 1.5):
+        run = tmp_path / f"killed-{delay}"
+        cmd = [sys.executable, "-m", "xlt", "pretrain", "--run-dir", str(run), *inputs["args"], *tiny_args(24)]
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 60
+        while not (run / "checkpoints" / "last.pt").exists() and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.02)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        run_xlt("pretrain", "--run-dir", run, *inputs["args"], *tiny_args(24), check=True)
+        assert_same_weights(expected, weights(run))
+        leftovers = [p.name for p in (run / "checkpoints").iterdir() if p.name.endswith(".tmp")]
+        assert leftovers == []
+
+
+def test_other_settings_in_the_same_run_dir_are_refused(inputs, tmp_path):
+    run = tmp_path / "run"
+    run_xlt("pretrain", "--run-dir", run, *inputs["args"], *tiny_args(3), check=True)
+    res = run_xlt("pretrain", "--run-dir", run, *inputs["args"], *tiny_args(3, lr="5e-4"))
+    assert_one_line_error(res, "other settings", "lr")
+
+
+def test_nan_loss_stops_and_keeps_last_good_checkpoint(inputs, tmp_path, monkeypatch):
+    from xlt.pretrain.config import PretrainConfig
+    from xlt.pretrain.trainer import Pretrainer
+    from xlt.utils.errors import XltError
+
+    root = inputs["root"]
+    cfg = PretrainConfig(vocab=str(root / "vocab"), train={l: str(root / f"{l}.train") for l in ("en", "fr")},
+                         dev={l: str(root / f"{l}.dev") for l in ("en", "fr")}, preset="tiny", stream_len=16,
+                         batch_size=4, max_steps=10, save_every=3, eval_every=100, warmup_steps=5)
+    trainer = Pretrainer(cfg, str(tmp_path / "run"))
+    real_forward = trainer.model.forward
+
+    def poisoned(*args, **kwargs):
+        loss = real_forward(*args, **kwargs)
+        return loss * float("nan") if trainer.step >= 4 else loss
+
+    monkeypatch.setattr(trainer.model, "forward", poisoned)
+    with pytest.raises(XltError, match="loss is nan at step 5"):
+        trainer.train()
+    assert torch.load(tmp_path / "run" / "checkpoints" / "last.pt", weights_only=False)["step"] == 3
+
+
+@pytest.mark.parametrize("sharing", [["--sharing", "sep-emb"], ["--separate-layers", "1", "1"],
+                                     ["--sharing", "sep-emb", "--separate-layers", "1", "2"]])
+def test_language_specific_parts_train_and_the_others_stay_put(inputs, tmp_path, sharing):
+    run = tmp_path / "run"
+    res = run_xlt("pretrain", "--run-dir", run, *inputs["args"], *tiny_args(6), *sharing)
+    assert res.returncode == 0, res.stderr
+    config = json.loads((run / "config.json").read_text())["config"]["model"]
+    assert config["sharing"]["separate_embeddings"] == ("sep-emb" in sharing)
+
+
+def test_bad_inputs_give_one_line_errors(inputs, tmp_path):
+    root = inputs["root"]
+    base = ["pretrain", "--run-dir", tmp_path / "r", *tiny_args(2)]
+    stores = inputs["args"][2:]
+    res = run_xlt(*base, "--vocab", root / "vocab", "--train", "en", root / "missing", "--dev", "en", root / "en.dev")
+    assert_one_line_error(res, "missing")
+    res = run_xlt(*base, "--vocab", root / "vocab", "--train", "en", root / "en.train", "--train", "fr",
+                  root / "fr.train", "--dev", "en", root / "en.dev")
+    assert_one_line_error(res, "'fr' has no dev set")
+    other = tmp_path / "other.vocab"
+    other.write_text("x 1\ny 1\n")
+    res = run_xlt(*base, "--vocab", other, *stores)
+    assert_one_line_error(res, "does not match")
+    res = run_xlt(*base, *inputs["args"], "--preset", "enormous")
+    assert_one_line_error(res, "enormous")
+    assert not (tmp_path / "r" / "checkpoints" / "last.pt").exists()
