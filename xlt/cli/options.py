@@ -40,8 +40,11 @@ def _option(field: dataclasses.Field, tp: Any, required: bool) -> Callable:
         inner = typing.get_args(base)
         return click.option(name, field.name, type=tuple(inner), default=default, show_default=default is not None,
                             help=help_text)
-    return click.option(name, field.name, type=base, default=default, required=required and not has_default,
-                        show_default=default is not None, help=help_text)
+    if not has_default:
+        # Passing default=None would count as a default in recent click and disable `required`.
+        return click.option(name, field.name, type=base, required=required, help=help_text)
+    return click.option(name, field.name, type=base, default=default, show_default=default is not None,
+                        help=help_text)
 
 
 def dataclass_options(cls: type, skip: Iterable[str] = ()) -> Callable[[Callable], Callable]:

@@ -1,0 +1,109 @@
+"""Shared utilities: strict line reading, atomic outputs, locks, metrics log, dataclass options."""
+
+from __future__ import annotations
+
+import gzip
+import lzma
+import os
+from dataclasses import dataclass, field
+from typing import Optional
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from xlt.cli.options import build_config, dataclass_options
+from xlt.utils.errors import XltError
+from xlt.utils.rundir import MetricsLog, check_same_config, exclusive_lock, write_run_description
+from xlt.utils.textio import atomic_output, read_lines
+
+
+@pytest.mark.parametrize("opener,suffix", [(open, ""), (gzip.open, ".gz"), (lzma.open, ".xz")])
+def test_read_lines_plain_and_compressed(tmp_path, opener, suffix):
+    path = tmp_path / f"a.txt{suffix}"
+    with opener(path, "wb") as f:
+        f.write("one\n\nthree\r\nfour é".encode("utf-8"))
+    assert list(read_lines(path)) == ["one", "", "three", "four é"]
+
+
+def test_read_lines_reports_the_line_of_a_bad_byte(tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_bytes(b"fine\nalso fine\nbad \xff here\n")
+    with pytest.raises(XltError) as e:
+        list(read_lines(path))
+    assert e.value.line == 3 and str(e.value).startswith(f"{path}:3: not valid UTF-8")
+
+
+def test_read_lines_missing_file(tmp_path):
+    with pytest.raises(XltError, match="no such file"):
+        list(read_lines(tmp_path / "nope"))
+
+
+def test_atomic_output_leaves_nothing_on_failure(tmp_path):
+    target = tmp_path / "out.txt"
+    with pytest.raises(RuntimeError):
+        with atomic_output(target) as f:
+            f.write("partial")
+            raise RuntimeError("killed")
+    assert os.listdir(tmp_path) == []
+    target.write_text("old")
+    with pytest.raises(RuntimeError):
+        with atomic_output(target) as f:
+            f.write("new")
+            raise RuntimeError("killed")
+    assert target.read_text() == "old" and os.listdir(tmp_path) == ["out.txt"]
+    with atomic_output(target) as f:
+        f.write("new")
+    assert target.read_text() == "new"
+
+
+def test_exclusive_lock_keeps_a_second_holder_out(tmp_path):
+    lock = tmp_path / ".lock"
+    with exclusive_lock(lock):
+        with pytest.raises(XltError, match="another process"):
+            with exclusive_lock(lock):
+                pass
+    with exclusive_lock(lock):  # released
+        pass
+
+
+def test_metrics_log_appends_and_truncates(tmp_path):
+    m = MetricsLog(tmp_path / "metrics.jsonl")
+    for step in (1, 2, 3, 4):
+        m.append({"step": step, "loss": 1.0 / step})
+    m.truncate_after(2)
+    assert [r["step"] for r in m.records()] == [1, 2]
+
+
+def test_check_same_config(tmp_path):
+    assert not check_same_config(tmp_path, {"lr": 1})
+    write_run_description(tmp_path, {"lr": 1, "steps": 5}, {})
+    assert check_same_config(tmp_path, {"lr": 1, "steps": 9}, mutable=("steps",))
+    with pytest.raises(XltError, match="lr"):
+        check_same_config(tmp_path, {"lr": 2, "steps": 5})
+
+
+@dataclass
+class _Demo:
+    name: str = field(metadata={"help": "a name"})
+    pairs: dict[str, str] = field(metadata={"help": "pairs"}, default_factory=dict)
+    span: Optional[tuple[int, int]] = field(metadata={"help": "a span"}, default=None)
+    flag: bool = field(metadata={"help": "a flag"}, default=True)
+    auto: Optional[bool] = field(metadata={"help": "automatic"}, default=None)
+    rate: float = field(metadata={"help": "a rate"}, default=0.5)
+
+
+def test_dataclass_options_round_trip():
+    seen = {}
+
+    @click.command()
+    @dataclass_options(_Demo)
+    def cmd(**values):
+        seen["cfg"] = build_config(_Demo, values)
+
+    res = CliRunner().invoke(cmd, ["--name", "x", "--pairs", "en", "a", "--pairs", "fr", "b", "--span", "1", "3",
+                                   "--no-flag", "--rate", "0.25"])
+    assert res.exit_code == 0, res.output
+    assert seen["cfg"] == _Demo("x", {"en": "a", "fr": "b"}, (1, 3), False, None, 0.25)
+    res = CliRunner().invoke(cmd, ["--pairs", "en", "a"])
+    assert res.exit_code == 2 and "--name" in res.output
