@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from xlt.model.config import EncoderConfig
+from xlt.model.config import EncoderConfig, SharingSpec  # noqa: F401  (re-exported: the config lives beside the model)
 from xlt.utils.errors import XltError
 
 LayerHook = Callable[[int, Tensor], Tensor]

@@ -33,11 +33,14 @@ class OutputBias(nn.Module):
 def gather_positions(hidden: Tensor, target_positions: Tensor) -> Tensor:
     """Rows of ``hidden`` [B,T,D] at the targets -> [N,D].
 
-    ``target_positions`` is either Bool [B,T] (True where a token is predicted; targets in row-major
-    order, as ``ids[mask]`` gives them) or Long [N] of flat indices ``row * T + position``.
+    ``target_positions`` is one of: Long [N,2] of (row, position) pairs (what
+    :class:`xlt.data.masking.MaskedBatch` carries); Long [N] of flat indices ``row * T + position``;
+    Bool [B,T], True where a token is predicted (targets then in row-major order, as ``ids[mask]``).
     """
     if target_positions.dtype == torch.bool:
         return hidden[target_positions]
+    if target_positions.dim() == 2:
+        return hidden[target_positions[:, 0], target_positions[:, 1]]
     return hidden.reshape(-1, hidden.shape[-1]).index_select(0, target_positions)
 
 
@@ -113,7 +116,8 @@ class MaskedLM(nn.Module):
         """Masked-LM loss of one single-language batch.
 
         ids Long [B,T] (already masked); padding_mask Bool [B,T] (True = pad) or None;
-        target_positions Bool [B,T] or Long [N] flat indices; target_ids Long [N] (the original tokens).
+        target_positions Long [N,2], Long [N] flat or Bool [B,T] (see :func:`gather_positions`);
+        target_ids Long [N] (the original tokens).
         Returns the cross-entropy ("mean" or "sum" over the N targets).
         """
         hidden = self.encoder(ids, lang, padding_mask).last_hidden_state
