@@ -1,0 +1,72 @@
+"""``xlt tokenize`` and ``xlt codeswitch``: thin wrappers over :mod:`xlt.text.tokenize` and :mod:`xlt.text.codeswitch`."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import click
+
+from xlt.cli import XltCommand
+from xlt.utils import log
+
+
+@click.command(cls=XltCommand)
+@click.option("--lang", "-l", required=True, help="Language code of the text (en, fr, ru, de, zh, ...).")
+@click.argument("input_path", metavar="[INPUT]", default="-")
+@click.option("--output", "-o", "output_path", default="-", help="Output file (default: stdout).")
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Tokenizer processes; the line order is kept.")
+@click.option("--lowercase", is_flag=True, help="Lowercase the tokens.")
+@click.option("--remove-accents", is_flag=True, help="Strip accents (NFD, drop combining marks), as XLM.")
+def tokenize(lang: str, input_path: str, output_path: str, workers: int, lowercase: bool, remove_accents: bool) -> None:
+    """Moses-normalize and tokenize text, one sentence per line (jieba segments Chinese).
+
+    Reads INPUT (plain, .gz or .xz; stdin when absent or -) and writes exactly one
+    tokenized line per input line. Steps as XLM's tools/tokenize.sh; see docs/tokenize.md.
+
+    \b
+    Example:
+      xlt tokenize --lang fr fr.txt.xz -o fr.tok --workers 2
+      zcat wiki.en.gz | xlt tokenize -l en --lowercase --remove-accents > en.tok
+    """
+    from xlt.text.tokenize import TokenizerConfig, tokenize_file
+
+    config = TokenizerConfig(lang, lowercase=lowercase, remove_accents=remove_accents)
+    lines = tokenize_file(input_path, output_path, config, workers=workers)
+    log.info(f"tokenize: {lines:,} lines")
+
+
+@click.command(cls=XltCommand)
+@click.option("--dict", "dictionary_path", required=True,
+              help="MUSE dictionary: 'source translation [weight]' per line (space or tab separated).")
+@click.argument("input_path", metavar="[INPUT]", default="-")
+@click.option("--output", "-o", "output_path", default="-", help="Output file (default: stdout).")
+@click.option("--rate", type=click.FloatRange(0, 1), default=0.3, show_default=True,
+              help="Probability of replacing each dictionary word by a translation.")
+@click.option("--max-fraction", type=click.FloatRange(0, 1), default=0.15, show_default=True,
+              help="At most this fraction of the words of a batch is replaced.")
+@click.option("--batch-lines", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="Consecutive lines per batch for --max-fraction.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Random seed: the same input, dictionary and seed give the same output.")
+@click.option("--ignore-case", is_flag=True, help="Look words up by their lowercase form.")
+@click.option("--report", "report_path", default=None, help="Write the counts and settings as JSON here.")
+def codeswitch(dictionary_path: str, input_path: str, output_path: str, rate: float, max_fraction: float,
+               batch_lines: int, seed: int, ignore_case: bool, report_path: Optional[str]) -> None:
+    """Replace dictionary words by their translations (the paper's "Extra anchors").
+
+    Reads tokenized text (plain, .gz or .xz; stdin when absent or -). Each word the
+    dictionary translates is replaced with probability --rate, by a translation drawn
+    by the weight column (uniformly without one), and at most --max-fraction of the words
+    of each batch of --batch-lines lines are replaced. See docs/codeswitch.md.
+
+    \b
+    Example (Wu et al. 2020 settings, English side of an en-fr model):
+      xlt codeswitch --dict en-fr.txt --rate 0.3 --max-fraction 0.15 --seed 1 \\
+          en.tok -o en.cs.tok --report en.cs.json
+    """
+    from xlt.text.codeswitch import CodeSwitchConfig, codeswitch_file
+
+    config = CodeSwitchConfig(rate=rate, max_fraction=max_fraction, seed=seed, batch_lines=batch_lines,
+                              ignore_case=ignore_case)
+    codeswitch_file(input_path, output_path, dictionary_path, config, report_path)

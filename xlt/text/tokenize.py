@@ -1,0 +1,249 @@
+"""Word tokenization as XLM prepared its data: Moses normalization and tokenization, jieba for Chinese.
+
+For every language but Chinese, one line goes through the same steps as XLM's ``tools/tokenize.sh``
+(``replace-unicode-punctuation.perl | normalize-punctuation.perl -l L | remove-non-printing-char.perl
+| tokenizer.perl -no-escape -l L``), using the sacremoses ports of those scripts:
+
+1. :class:`sacremoses.MosesPunctNormalizer` with ``pre_replace_unicode_punct=True`` (the first
+   script) and ``perl_parity=True`` (the Perl normalizer's exact substitutions);
+2. every ``\\p{C}`` character (control, format, private-use, unassigned) becomes a space, as the
+   Perl script does. sacremoses' own ``post_remove_control_chars`` *deletes* them instead, which
+   would glue ``word<TAB>word`` into one word, so it is not used;
+3. :class:`sacremoses.MosesTokenizer` with ``escape=False``.
+
+Chinese (``zh``) is segmented by jieba, which stands in for the Stanford segmenter XLM ran on raw
+text: only step 2 applies before it (full-width punctuation stays full-width, as with XLM), and
+jieba's whitespace tokens are dropped. Optional lowercasing and accent removal come last, as XLM's
+``lowercase_and_remove_accent.py`` ran after tokenization.
+
+A tokenized line never contains a line break: Moses collapses every ``\\s`` run (U+2028, U+0085,
+``\\x0b`` ...) into one space and deletes ``\\r``; the jieba path splits on all Unicode whitespace.
+So the output always has exactly as many lines as the input.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import multiprocessing
+import time
+import unicodedata
+from collections import deque
+from dataclasses import asdict, dataclass, field, fields
+from importlib.metadata import version
+from itertools import chain, islice
+from typing import Iterable, Iterator, Optional
+
+import regex
+
+from xlt.utils import log
+from xlt.utils.errors import PathLike, XltError
+from xlt.utils.textio import atomic_output, read_lines, write_json
+
+#: Languages segmented by jieba instead of the Moses tokenizer.
+JIEBA_LANGUAGES = frozenset({"zh"})
+
+
+def supported_languages() -> list[str]:
+    """Language codes sacremoses has non-breaking prefixes for (``zh`` among them, served by jieba).
+
+    Any other code would silently fall back to English prefixes inside sacremoses, so it is refused.
+    """
+    from sacremoses.corpus import NonbreakingPrefixes
+
+    return sorted(set(NonbreakingPrefixes().available_langs.values()) | JIEBA_LANGUAGES)
+
+
+@dataclass(frozen=True)
+class TokenizerConfig:
+    """How one language's text is tokenized; saved in run directories so new text is processed alike."""
+
+    lang: str = field(metadata={"help": "ISO code of the text's language (see supported_languages())."})
+    lowercase: bool = field(default=False, metadata={"help": "Lowercase after tokenization."})
+    remove_accents: bool = field(default=False, metadata={
+        "help": "After tokenization: NFD, then drop combining marks (Unicode category Mn), as XLM does."})
+
+    def __post_init__(self) -> None:
+        accepted = supported_languages()
+        if self.lang not in accepted:
+            raise XltError(f"unknown language {self.lang!r} (accepted: {' '.join(accepted)})")
+
+    @property
+    def backend(self) -> str:
+        return "jieba" if self.lang in JIEBA_LANGUAGES else "moses"
+
+    def to_dict(self) -> dict:
+        """The settings plus the library versions that produced the text (informational)."""
+        library = "jieba" if self.backend == "jieba" else "sacremoses"
+        return {**asdict(self), "backend": self.backend, "library_versions": {library: version(library)}}
+
+    @classmethod
+    def from_dict(cls, data: dict, path: Optional[PathLike] = None) -> "TokenizerConfig":
+        names = {f.name for f in fields(cls)}
+        if not isinstance(data, dict) or "lang" not in data:
+            raise XltError("tokenizer config must be a JSON object with a 'lang' key", path)
+        unknown = set(data) - names - {"backend", "library_versions"}
+        if unknown:
+            raise XltError(f"unknown tokenizer setting(s): {', '.join(sorted(unknown))}", path)
+        config = cls(**{k: v for k, v in data.items() if k in names})
+        for library, saved in (data.get("library_versions") or {}).items():
+            if saved != version(library):
+                log.info(f"note: text was tokenized with {library} {saved}, this is {version(library)}")
+        return config
+
+    def save(self, path: PathLike) -> None:
+        write_json(path, self.to_dict())
+
+    @classmethod
+    def load(cls, path: PathLike) -> "TokenizerConfig":
+        text = "\n".join(read_lines(path))
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise XltError(f"not valid JSON ({e.msg})", path, e.lineno) from None
+        return cls.from_dict(data, path)
+
+
+# Perl's \p{C}: Cc, Cf, Co, Cs and Cn. remove-non-printing-char.perl turns each into a space.
+_NON_PRINTING = regex.compile(r"\p{C}")
+
+
+def replace_non_printing(text: str) -> str:
+    return _NON_PRINTING.sub(" ", text)
+
+
+def remove_accents(text: str) -> str:
+    """XLM's ``run_strip_accents``: NFD, then drop nonspacing marks (no recomposition, as in XLM)."""
+    return "".join(ch for ch in unicodedata.normalize("NFD", text) if unicodedata.category(ch) != "Mn")
+
+
+class Tokenizer:
+    """Tokenizes one line at a time, in-process.
+
+    Example::
+
+        >>> Tokenizer("en").tokenize("Hello, world!")
+        'Hello , world !'
+    """
+
+    def __init__(self, lang: str, lowercase: bool = False, remove_accents: bool = False):
+        self.config = TokenizerConfig(lang, lowercase, remove_accents)
+        if self.config.backend == "jieba":
+            self._segmenter = _jieba_segmenter()
+        else:
+            from sacremoses import MosesPunctNormalizer, MosesTokenizer
+
+            self._normalizer = MosesPunctNormalizer(lang, pre_replace_unicode_punct=True, perl_parity=True)
+            self._moses = MosesTokenizer(lang)
+
+    @classmethod
+    def from_config(cls, config: TokenizerConfig) -> "Tokenizer":
+        return cls(config.lang, config.lowercase, config.remove_accents)
+
+    def tokenize(self, line: str) -> str:
+        """One line of raw text -> its tokens joined by single spaces (never a line break)."""
+        if self.config.backend == "jieba":
+            text = replace_non_printing(line)
+            text = " ".join(word for piece in self._segmenter.cut(text, HMM=True) for word in piece.split())
+        else:
+            text = replace_non_printing(self._normalizer.normalize(line))
+            text = self._moses.tokenize(text, escape=False, return_str=True)
+        if self.config.lowercase:
+            text = text.lower()
+        if self.config.remove_accents:
+            # XLM lowercases again after stripping accents; lowering twice changes nothing else.
+            text = remove_accents(text)
+            if self.config.lowercase:
+                text = text.lower()
+        return text
+
+
+def _jieba_segmenter():
+    """A private, eagerly initialized jieba tokenizer.
+
+    A private instance (not ``jieba.dt``) so that words another module adds to jieba's global
+    dictionary cannot change our segmentation; jieba's exact-mode cut with its HMM is otherwise
+    deterministic. Its loading messages go to its own stderr logger, which is raised to WARNING.
+    """
+    import jieba
+
+    jieba.setLogLevel(logging.WARNING)
+    segmenter = jieba.Tokenizer()
+    segmenter.initialize()
+    return segmenter
+
+
+# --- streaming, optionally over worker processes -------------------------------------------------
+
+_worker_tokenizer: Optional[Tokenizer] = None
+
+
+def _init_worker(config: TokenizerConfig) -> None:
+    global _worker_tokenizer
+    _worker_tokenizer = Tokenizer.from_config(config)
+
+
+def _tokenize_chunk(lines: list[str]) -> list[str]:
+    assert _worker_tokenizer is not None, "worker used before its initializer ran"
+    return [_worker_tokenizer.tokenize(line) for line in lines]
+
+
+def chunked(lines: Iterable[str], size: int) -> Iterator[list[str]]:
+    iterator = iter(lines)
+    while chunk := list(islice(iterator, size)):
+        yield chunk
+
+
+def tokenize_chunks(chunks: Iterable[list[str]], config: TokenizerConfig, workers: int = 1) -> Iterator[list[str]]:
+    """Tokenize chunks of lines, in order, with ``workers`` processes (1: in this process).
+
+    At most ``4 * workers`` chunks are in flight, so memory stays constant however long the input:
+    ``Pool.imap`` would not do, since its feeder thread reads the whole input as fast as it can.
+    The pool is forked before the caller starts any progress-bar thread, and the main process only
+    reads and writes, so the workers are the bottleneck.
+    """
+    if workers < 1:
+        raise XltError(f"--workers must be at least 1, got {workers}")
+    if workers == 1:
+        tokenizer = Tokenizer.from_config(config)
+        for chunk in chunks:
+            yield [tokenizer.tokenize(line) for line in chunk]
+        return
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    with multiprocessing.get_context(method).Pool(workers, _init_worker, (config,)) as pool:
+        pending: deque = deque()
+        for chunk in chunks:
+            pending.append(pool.apply_async(_tokenize_chunk, (chunk,)))
+            if len(pending) >= 4 * workers:
+                yield pending.popleft().get()
+        while pending:
+            yield pending.popleft().get()
+
+
+def tokenize_lines(lines: Iterable[str], config: TokenizerConfig, workers: int = 1,
+                   chunk_lines: int = 256) -> Iterator[str]:
+    """Tokenize a stream of lines (without line endings), yielding one output line per input line."""
+    for chunk in tokenize_chunks(chunked(lines, chunk_lines), config, workers):
+        yield from chunk
+
+
+def tokenize_file(input_path: PathLike, output_path: Optional[PathLike], config: TokenizerConfig,
+                  workers: int = 1, chunk_lines: int = 256) -> int:
+    """Tokenize ``input_path`` (plain/.gz/.xz, ``-`` = stdin) into ``output_path`` atomically.
+
+    Returns:
+        the number of lines written (always the number of lines read).
+    """
+    count = 0
+    chunks = tokenize_chunks(chunked(read_lines(input_path), chunk_lines), config, workers)
+    with atomic_output(output_path) as out:
+        # Fork the worker pool (first chunk) before the progress bar starts its refresh thread.
+        first = next(chunks, None)
+        with log.progress(f"tokenize {config.lang}", unit="lines") as bar:
+            start = time.monotonic()
+            for chunk in chain([] if first is None else [first], chunks):
+                out.write("\n".join(chunk) + "\n")
+                count += len(chunk)
+                bar.advance(len(chunk))
+                bar.update(status=f"{count / max(time.monotonic() - start, 1e-9):,.0f} lines/s")
+    return count
