@@ -113,11 +113,15 @@ class Vocabulary:
     def load(cls, path: PathLike) -> "Vocabulary":
         """Read a fastBPE vocabulary and its ownership sidecar if there is one."""
         path = require_file(path, "vocabulary")
-        tokens, counts = [], []
+        tokens, counts, seen = [], [], set()
         for lineno, line in enumerate(read_lines(path), start=1):
             parts = line.split(" ")
-            if len(parts) != 2 or not parts[0] or not parts[1].isdigit():
+            # ASCII digits only: fastBPE parses the count with std::stoi, which aborts on others.
+            if len(parts) != 2 or not parts[0] or not (parts[1].isascii() and parts[1].isdigit()):
                 raise XltError("malformed vocabulary line, expected 'token count'", path, lineno)
+            if parts[0] in seen:  # fastBPE asserts on this; ids would silently collide
+                raise XltError(f"duplicate vocabulary entry {parts[0]!r}", path, lineno)
+            seen.add(parts[0])
             tokens.append(parts[0])
             counts.append(int(parts[1]))
         if not tokens:
@@ -163,6 +167,26 @@ class Vocabulary:
         tokens = [t for t, _ in order]
         return cls(tokens, [c for _, c in order], list(languages),
                    [owners[t] for t in tokens] if owners is not None else [], prefix_lang)
+
+    @classmethod
+    def union(cls, per_language: Sequence[tuple[str, "Vocabulary"]], prefix_lang: bool = False) -> "Vocabulary":
+        """One vocabulary over several languages' vocabularies, sorted as ``fast getvocab`` sorts.
+
+        A token in several languages gets the sum of its counts and all of their ownership bits
+        (the paper's *Default anchors*). With ``prefix_lang`` each entry becomes ``lang:token``,
+        owned by its language alone, so no entry is shared (*No anchors*).
+        """
+        languages = [lang for lang, _ in per_language]
+        if len(set(languages)) != len(languages):
+            raise XltError(f"a language is given more than once: {', '.join(languages)}")
+        counts: dict[str, int] = {}
+        owners: dict[str, int] = {}
+        for bit, (lang, vocab) in enumerate(per_language):
+            for token, count in zip(vocab.tokens, vocab.counts):
+                entry = f"{lang}:{token}" if prefix_lang else token
+                counts[entry] = counts.get(entry, 0) + count
+                owners[entry] = owners.get(entry, 0) | (1 << bit)
+        return cls.from_counts(counts, languages, owners, prefix_lang)
 
 
 def ownership_masks(per_language: Iterable[tuple[str, Iterable[str]]], languages: Sequence[str]) -> dict[str, int]:

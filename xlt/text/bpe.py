@@ -1,0 +1,490 @@
+"""Byte-pair encoding through fastBPE: learn codes, apply them, count vocabularies, compare languages.
+
+xlt wraps fastBPE rather than re-implementing it (docs/bpe.md gives the full reasoning):
+
+* ``fast learnbpe`` breaks ties between equally frequent pairs by token ids that follow the
+  iteration order of a libstdc++ ``unordered_map<string, ...>``, so only fastBPE itself reproduces
+  its codes byte for byte, and XLM users' codes must work here and ours there.
+* ``fast applybpe`` is multi-threaded C++: running it on the file is as fast as fastBPE by construction.
+
+What xlt adds around the tool: inputs are checked first (strict UTF-8 with line numbers, the codes
+and vocabulary formats), because fastBPE aborts or silently misbehaves on bad files; several,
+compressed or stdin inputs are streamed into ``fast ... -``; outputs are atomic; fastBPE's log stays
+hidden unless it fails. Two deliberate differences, both where fastBPE's own output is broken:
+
+* a file without a final newline: fastBPE drops its last word (learn, getvocab, applybpe); xlt keeps it,
+  i.e. xlt's output is fastBPE's on the file with the newline added (for apply: without adding one).
+* more merges than the corpus allows: fastBPE then repeats a zero-count merge, which its own applybpe
+  refuses to read; xlt stops after the last real merge and says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import lzma
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import BinaryIO, Callable, Iterable, Iterator, Optional, Sequence, Union
+
+from xlt.text.vocab import Vocabulary
+from xlt.utils import log
+from xlt.utils.errors import PathLike, XltError, require_file
+from xlt.utils.textio import atomic_output, atomic_path, open_binary, read_lines, write_json
+
+FAST_ENV = "XLT_FASTBPE"
+BLOCK_BYTES = 1 << 22          # streaming unit: 4 MiB, cut after a newline
+WORD_CACHE_LIMIT = 200_000     # distinct words remembered by BPE.apply (bounded memory)
+
+
+# ---- the fastBPE tool ------------------------------------------------------------------------
+def fast_tool() -> str:
+    """Path of fastBPE's ``fast`` executable: ``$XLT_FASTBPE``, else beside Python, else on PATH."""
+    configured = os.environ.get(FAST_ENV)
+    if configured:
+        if os.path.isfile(configured) and os.access(configured, os.X_OK):
+            return configured
+        raise XltError(f"${FAST_ENV} does not name an executable fastBPE `fast` tool (run make install)", configured)
+    beside = Path(sys.executable).parent / "fast"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    found = shutil.which("fast")
+    if found:
+        return found
+    raise XltError("fastBPE's `fast` tool was not found beside Python, on PATH or in $XLT_FASTBPE; run make install")
+
+
+def run_fast(args: Sequence[str], stdout: Union[BinaryIO, int], feed: Optional[Iterable[bytes]] = None,
+             while_running: Optional[Callable[[], None]] = None) -> None:
+    """Run ``fast ARGS`` writing to ``stdout``, streaming ``feed`` into its stdin.
+
+    Its log (stderr) is kept in a temporary file and shown only if it fails. An exception raised
+    by ``feed`` (e.g. a bad line in a corpus) kills the tool and propagates.
+    """
+    with tempfile.TemporaryFile() as errlog:
+        proc = subprocess.Popen([fast_tool(), *args], stdout=stdout, stderr=errlog,
+                                stdin=subprocess.DEVNULL if feed is None else subprocess.PIPE)
+        try:
+            if feed is not None:
+                try:
+                    for block in feed:
+                        proc.stdin.write(block)
+                except BrokenPipeError:
+                    pass  # the tool died early; its exit status and log say why
+                finally:
+                    with contextlib.suppress(BrokenPipeError):
+                        proc.stdin.close()
+            while True:
+                try:
+                    returncode = proc.wait(timeout=0.5)
+                    break
+                except subprocess.TimeoutExpired:
+                    if while_running:
+                        while_running()
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+        if returncode != 0:
+            errlog.seek(0)
+            lines = errlog.read().decode("utf-8", "replace").strip().splitlines()
+            why = lines[-1] if lines else ("killed by signal %d" % -returncode if returncode < 0 else "no message")
+            raise XltError(f"fastBPE `fast {args[0]}` failed (exit status {returncode}): {why}")
+
+
+# ---- checked text input ----------------------------------------------------------------------
+def text_blocks(path: PathLike) -> Iterator[bytes]:
+    """The raw bytes of a text input (plain, .gz, .xz or ``-``), in blocks cut after a newline.
+
+    Every block is checked to be UTF-8; only the last one may lack a final newline.
+
+    Raises:
+        XltError: naming the line (and byte) of the first non-UTF-8 sequence, or a corrupt archive.
+    """
+    path = require_file(path, "input")
+    stream = open_binary(path)
+    lines_before, carry = 0, b""
+    try:
+        while True:
+            data = stream.read(BLOCK_BYTES)
+            block = carry + data
+            if data:  # keep the unfinished last line for the next block
+                cut = block.rfind(b"\n") + 1
+                block, carry = block[:cut], block[cut:]
+            if block:
+                try:
+                    block.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    line_start = block.rfind(b"\n", 0, e.start) + 1
+                    raise XltError(f"not valid UTF-8 (byte {e.start - line_start + 1} of the line)",
+                                   path, lines_before + block.count(b"\n", 0, e.start) + 1) from None
+                lines_before += block.count(b"\n")
+                yield block
+            if not data:
+                return
+    except (EOFError, lzma.LZMAError, OSError) as e:
+        raise XltError(f"cannot read input ({e})", path, lines_before + 1) from None
+    finally:
+        if stream is not sys.stdin.buffer:
+            stream.close()
+
+
+def corpus_feed(paths: Sequence[str]) -> Iterator[bytes]:
+    """The checked bytes of several corpora as one stream, each ending with a newline.
+
+    This is what ``fast learnbpe N a b`` reads when every file ends with a newline; a missing final
+    newline is added so the file's last word counts and does not fuse with the next file's first.
+
+    Raises:
+        XltError: on a bad line, or when the corpora hold no word at all.
+    """
+    has_words = False
+    for path in paths:
+        last = b"\n"
+        for block in text_blocks(path):
+            has_words = has_words or bool(block.translate(None, b" \n"))
+            last = block
+            yield block
+        if not last.endswith(b"\n"):
+            yield b"\n"
+    if not has_words:
+        raise XltError("empty corpus: no words", paths[0] if len(paths) == 1 else None)
+
+
+def _check_inputs(paths: Sequence[PathLike], what: str) -> list[str]:
+    if not paths:
+        raise XltError(f"no {what} given")
+    return [require_file(p, what) for p in paths]
+
+
+def _copy_to(output: Optional[PathLike], source: BinaryIO) -> None:
+    source.seek(0)
+    with atomic_output(output, "wb") as out:
+        shutil.copyfileobj(source, out)
+
+
+# ---- learn -----------------------------------------------------------------------------------
+def learn(corpora: Sequence[PathLike], merges: int, output: Optional[PathLike] = None) -> int:
+    """Learn BPE codes jointly over ``corpora``, byte-identical to ``fast learnbpe MERGES a b ...``.
+
+    Args:
+        corpora: text files (plain, .gz, .xz, ``-``); several are learned on jointly.
+        merges: number of merges (the paper: 80000 joint, 40000 per language).
+        output: the codes file (``a b count`` per line); ``None``/``-`` for stdout.
+
+    Returns:
+        The number of merges written (fewer than ``merges`` only if the corpus runs out of pairs).
+    """
+    if merges < 1:
+        raise XltError(f"the number of merges must be at least 1, not {merges}")
+    corpora = _check_inputs(corpora, "corpus")
+    with tempfile.TemporaryFile() as raw, log.progress("learning BPE merges", total=merges) as bar:
+        def show_progress() -> None:
+            if log.progress_enabled():
+                bar.update(completed=os.pread(raw.fileno(), 1 << 30, 0).count(b"\n"))
+
+        run_fast(["learnbpe", str(merges), "-"], raw, corpus_feed(corpora), show_progress)
+        raw.seek(0)
+        with tempfile.TemporaryFile() as codes:
+            written = 0
+            for line in raw:
+                if line.rstrip(b"\n").rsplit(b" ", 1)[-1] == b"0":
+                    break  # no pair is left: fastBPE would now repeat a zero-count merge
+                codes.write(line)
+                written += 1
+            if written == 0:
+                raise XltError("nothing to merge: every word of the corpus is a single character",
+                               corpora[0] if len(corpora) == 1 else None)
+            _copy_to(output, codes)
+        bar.update(completed=merges)
+    if written < merges:
+        log.info(f"the corpus allows only {written} merges of the {merges} asked for; wrote {written}")
+    return written
+
+
+# ---- vocabularies ----------------------------------------------------------------------------
+def _getvocab(paths: Sequence[str], out: BinaryIO) -> None:
+    run_fast(["getvocab", "-"], out, corpus_feed(paths))
+
+
+def count_vocabulary(paths: Sequence[PathLike]) -> Vocabulary:
+    """Token counts of BPE'd text, as ``fast getvocab`` counts and sorts them."""
+    with tempfile.TemporaryFile() as raw:
+        _getvocab(_check_inputs(paths, "input"), raw)
+        raw.seek(0)
+        tokens, counts = [], []
+        for line in raw:
+            token, count = line.decode("utf-8").rstrip("\n").rsplit(" ", 1)
+            tokens.append(token)
+            counts.append(int(count))
+    return Vocabulary(tokens, counts)
+
+
+def build_vocabulary(inputs: Sequence[PathLike], output: Optional[PathLike] = None,
+                     languages: Sequence[str] = ()) -> None:
+    """Write the vocabulary (``token count``) of BPE'd text, byte-identical to ``fast getvocab``.
+
+    Args:
+        inputs: BPE'd text files; any number (``fast getvocab`` takes at most two).
+        output: the vocabulary file, ``None``/``-`` for stdout.
+        languages: one language per input, in order (optional). Then the vocabulary also gets its
+            ownership sidecar: a token belongs to every language whose inputs contain it.
+    """
+    inputs = _check_inputs(inputs, "input")
+    if not languages:
+        with tempfile.TemporaryFile() as raw:
+            _getvocab(inputs, raw)
+            _copy_to(output, raw)
+        return
+    if len(languages) != len(inputs):
+        raise XltError(f"{len(languages)} --lang for {len(inputs)} inputs; give one language per input, in order")
+    if output is None or os.fspath(output) == "-":
+        raise XltError("a vocabulary with languages needs -o FILE (its ownership sidecar goes beside it)")
+    order = list(dict.fromkeys(languages))
+    per_language = [(lang, count_vocabulary([p for p, l in zip(inputs, languages) if l == lang])) for lang in order]
+    Vocabulary.union(per_language).save(output)
+
+
+def _load_language_vocabularies(per_language: Sequence[tuple[str, PathLike]]) -> list[tuple[str, Vocabulary]]:
+    loaded = []
+    for lang, path in per_language:
+        vocab = Vocabulary.load(path)
+        if vocab.languages and vocab.languages != [lang]:
+            raise XltError(f"its sidecar gives languages {', '.join(vocab.languages)}; expected a vocabulary "
+                           f"of {lang} only", path)
+        loaded.append((lang, vocab))
+    return loaded
+
+
+def union_vocabulary(per_language: Sequence[tuple[str, PathLike]], output: PathLike,
+                     prefix_lang: bool = False) -> Vocabulary:
+    """Write the union of per-language vocabularies with its ownership sidecar.
+
+    Default: a token's counts are summed over languages and it is owned by each (*Default anchors*).
+    ``prefix_lang``: every entry becomes ``lang:token`` so nothing is shared (*No anchors*).
+    """
+    if not per_language:
+        raise XltError("no vocabulary given (use --vocab LANG FILE, once per language)")
+    if os.fspath(output) == "-":
+        raise XltError("the union needs -o FILE (its ownership sidecar goes beside it)")
+    union = Vocabulary.union(_load_language_vocabularies(per_language), prefix_lang)
+    union.save(output)
+    return union
+
+
+# ---- anchors ---------------------------------------------------------------------------------
+def anchor_report(per_language: Sequence[tuple[str, PathLike]]) -> dict:
+    """Shared token types (anchors) between every pair of per-language vocabularies.
+
+    For languages ``a`` and ``b`` with vocabularies (token counts) ``V_a`` and ``V_b``:
+    ``shared_types = |V_a & V_b|``, ``type_share[a] = shared_types / |V_a|``, and
+    ``token_coverage[a] = sum of a's counts over shared types / all of a's counts`` -- the share of
+    a's running tokens that are anchors.
+    """
+    loaded = _load_language_vocabularies(per_language)
+    if len(loaded) < 2:
+        raise XltError("anchors compare languages: give at least two --vocab LANG FILE")
+    if len({lang for lang, _ in loaded}) != len(loaded):
+        raise XltError("a language is given more than once")
+    counts = {lang: dict(zip(v.tokens, v.counts)) for lang, v in loaded}
+    report = {"format": "xlt-anchors/1", "vocabularies": {
+        lang: {"path": os.fspath(path), "sha256": v.sha256, "types": len(v.tokens), "tokens": sum(v.counts)}
+        for (lang, path), (_, v) in zip(per_language, loaded)}, "pairs": []}
+    for i, (a, _) in enumerate(loaded):
+        for b, _ in loaded[i + 1:]:
+            shared = counts[a].keys() & counts[b].keys()
+            sizes = report["vocabularies"]
+            report["pairs"].append({
+                "languages": [a, b], "shared_types": len(shared),
+                "type_share": {x: len(shared) / sizes[x]["types"] for x in (a, b)},
+                "token_coverage": {x: sum(counts[x][t] for t in shared) / sizes[x]["tokens"] for x in (a, b)}})
+    return report
+
+
+def report_anchors(per_language: Sequence[tuple[str, PathLike]], json_path: Optional[PathLike] = None) -> dict:
+    """Compute :func:`anchor_report`, print it as a table and optionally write it as JSON.
+
+    The table goes to stdout, or to stderr when the JSON itself goes to stdout (``--json -``).
+    """
+    from rich.console import Console
+    from rich.table import Table
+
+    report = anchor_report(per_language)
+    table = Table(title="Anchors: token types shared between languages")
+    for column in ("pair", "shared types", "share of types", "share of running tokens"):
+        table.add_column(column, justify="left" if column == "pair" else "right")
+    for pair in report["pairs"]:
+        a, b = pair["languages"]
+        table.add_row(f"{a}-{b}", f"{pair['shared_types']:,}",
+                      f"{a} {pair['type_share'][a]:.1%} / {b} {pair['type_share'][b]:.1%}",
+                      f"{a} {pair['token_coverage'][a]:.1%} / {b} {pair['token_coverage'][b]:.1%}")
+    json_to_stdout = json_path is not None and os.fspath(json_path) == "-"
+    Console(stderr=json_to_stdout, highlight=False).print(table)
+    if json_path is not None:
+        write_json(json_path, report)
+    return report
+
+
+# ---- apply -----------------------------------------------------------------------------------
+def check_codes(path: PathLike) -> str:
+    """Check a fastBPE codes file (``left right count`` per line) as fastBPE's asserts would."""
+    path = require_file(path, "codes file")
+    pairs: set[tuple[str, str]] = set()
+    merged: set[str] = set()
+    lineno = 0
+    for lineno, line in enumerate(read_lines(path), start=1):
+        parts = line.split(" ")
+        if len(parts) != 3 or not all(parts) or not (parts[2].isascii() and parts[2].isdigit()):
+            hint = " (a subword-nmt '#version' header? fastBPE codes have none)" if line.startswith("#version") else ""
+            raise XltError(f"malformed codes line, expected 'left right count'{hint}", path, lineno)
+        pair, token = (parts[0], parts[1]), parts[0] + parts[1]
+        if pair in pairs or token in merged:
+            raise XltError(f"the merge {parts[0]} {parts[1]} -> {token} repeats an earlier line", path, lineno)
+        pairs.add(pair)
+        merged.add(token)
+    if lineno == 0:
+        raise XltError("empty codes file", path)
+    return path
+
+
+@contextlib.contextmanager
+def vocabulary_limit(vocab: Optional[PathLike], threshold: Optional[int] = None) -> Iterator[str]:
+    """The checked vocabulary file fastBPE should limit its output to ('' for none).
+
+    With ``threshold``, only entries whose count is at least ``threshold`` are kept (a temporary file).
+    """
+    if vocab is None:
+        if threshold is not None:
+            raise XltError("--vocab-threshold needs --vocab")
+        yield ""
+        return
+    loaded = Vocabulary.load(vocab)
+    if loaded.prefix_lang:
+        raise XltError("is a language-prefixed (No anchors) vocabulary; limit apply with the language's own "
+                       "vocabulary", vocab)
+    if threshold is None or threshold <= min(loaded.counts):
+        yield os.fspath(vocab)
+        return
+    kept = [f"{t} {c}\n" for t, c in zip(loaded.tokens, loaded.counts) if c >= threshold]
+    if not kept:
+        raise XltError(f"no vocabulary entry has a count of at least {threshold}", vocab)
+    with tempfile.TemporaryDirectory() as tmp:
+        limited = os.path.join(tmp, "vocab")
+        with open(limited, "w", encoding="utf-8", newline="\n") as f:
+            f.writelines(kept)
+        yield limited
+
+
+@contextlib.contextmanager
+def _native_stderr_hidden() -> Iterator[None]:
+    """Send what C++ code prints on file descriptor 2 to a temporary file for the block."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+class BPE:
+    """Apply BPE codes in-process, exactly as ``xlt bpe apply`` (and ``fast applybpe``) would.
+
+    Example::
+
+        bpe = BPE("codes", "vocab")
+        bpe.apply(["the cats sat ."])   # -> ["the c@@ ats sat ."]
+
+    Lines are split on single spaces like fastBPE's file mode, so runs of spaces and leading or
+    trailing spaces are kept as they are; a line must not contain ``\\n``. Words are cached (at most
+    :data:`WORD_CACHE_LIMIT`), since running text repeats them.
+    """
+
+    def __init__(self, codes_path: PathLike, vocab_path: Optional[PathLike] = None,
+                 vocab_threshold: Optional[int] = None):
+        import fastBPE
+
+        codes = check_codes(codes_path)
+        with vocabulary_limit(vocab_path, vocab_threshold) as vocab, _native_stderr_hidden():
+            self._applier = fastBPE.fastBPE(codes, vocab)
+        self._cache: dict[str, str] = {"": ""}
+
+    def apply(self, lines: Sequence[str]) -> list[str]:
+        """BPE every line: ``["the cats"] -> ["the c@@ ats"]``."""
+        split = [line.split(" ") for line in lines]
+        cache = self._cache
+        new = {w for words in split for w in words if w not in cache}
+        if len(cache) + len(new) > WORD_CACHE_LIMIT:
+            cache.clear()
+            cache[""] = ""
+            new = {w for words in split for w in words if w}
+        if new:
+            words = list(new)
+            cache.update(zip(words, self._applier.apply(words)))
+        return [" ".join([cache[w] for w in words]) for words in split]
+
+
+def _is_plain_file(path: str) -> bool:
+    return path != "-" and not path.endswith((".gz", ".xz"))
+
+
+@contextlib.contextmanager
+def _output_path(output: Optional[PathLike]) -> Iterator[str]:
+    """A path for a tool to write: renamed to ``output`` on success, or copied to stdout."""
+    if output is not None and os.fspath(output) != "-":
+        with atomic_path(output) as tmp:
+            yield tmp
+        return
+    with tempfile.TemporaryDirectory() as tmp_dir:
+        tmp = os.path.join(tmp_dir, "bpe")
+        yield tmp
+        with open(tmp, "rb") as f:
+            shutil.copyfileobj(f, sys.stdout.buffer)
+        sys.stdout.buffer.flush()
+
+
+def apply(codes: PathLike, input: PathLike = "-", output: Optional[PathLike] = None,
+          vocab: Optional[PathLike] = None, vocab_threshold: Optional[int] = None) -> None:
+    """Write ``input`` with BPE applied (``@@ `` between the pieces of a word), like ``fast applybpe``.
+
+    A plain file goes through ``fast applybpe`` itself (multi-threaded, fastBPE's speed); stdin and
+    .gz/.xz inputs stream through the Python binding in blocks (constant memory). Both give the same
+    bytes, whitespace included.
+
+    Args:
+        codes: fastBPE codes file.
+        input: text file, or ``-`` for stdin.
+        output: output file, or ``None``/``-`` for stdout.
+        vocab: limit the output to subwords of this vocabulary (pieces not in it are split further).
+        vocab_threshold: keep only vocabulary entries with a count of at least this.
+    """
+    codes = check_codes(codes)
+    input = require_file(input, "input")
+    with vocabulary_limit(vocab, vocab_threshold) as vocab_file:
+        if _is_plain_file(input):
+            _apply_file(codes, input, output, vocab_file)
+            return
+        bpe = BPE(codes, vocab_file or None)
+        with atomic_output(output, "wb") as out:
+            for block in text_blocks(input):
+                out.write("\n".join(bpe.apply(block.decode("utf-8").split("\n"))).encode("utf-8"))
+
+
+def _apply_file(codes: str, input: str, output: Optional[PathLike], vocab_file: str) -> None:
+    """``fast applybpe`` on a plain file, plus the last word that it drops when there is no final newline."""
+    last = b""
+    for block in text_blocks(input):  # checks the whole file is UTF-8 before fastBPE sees it
+        last = block
+    tail = last[max(last.rfind(b" "), last.rfind(b"\n")) + 1:]
+    with _output_path(output) as tmp:
+        if os.path.getsize(input) > len(tail):  # fastBPE fails on an output of zero bytes
+            args = ["applybpe", tmp, input, codes] + ([vocab_file] if vocab_file else [])
+            run_fast(args, subprocess.DEVNULL)
+        with open(tmp, "ab") as out:
+            if tail:
+                out.write(BPE(codes, vocab_file or None).apply([tail.decode("utf-8")])[0].encode("utf-8"))
