@@ -23,6 +23,7 @@ So the output always has exactly as many lines as the input.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import multiprocessing
@@ -44,14 +45,15 @@ from xlt.utils.textio import atomic_output, read_lines, write_json
 JIEBA_LANGUAGES = frozenset({"zh"})
 
 
-def supported_languages() -> list[str]:
+@functools.lru_cache(maxsize=None)
+def supported_languages() -> tuple[str, ...]:
     """Language codes sacremoses has non-breaking prefixes for (``zh`` among them, served by jieba).
 
     Any other code would silently fall back to English prefixes inside sacremoses, so it is refused.
     """
     from sacremoses.corpus import NonbreakingPrefixes
 
-    return sorted(set(NonbreakingPrefixes().available_langs.values()) | JIEBA_LANGUAGES)
+    return tuple(sorted(set(NonbreakingPrefixes().available_langs.values()) | JIEBA_LANGUAGES))
 
 
 @dataclass(frozen=True)
@@ -158,8 +160,9 @@ class Tokenizer:
         return text
 
 
+@functools.lru_cache(maxsize=None)
 def _jieba_segmenter():
-    """A private, eagerly initialized jieba tokenizer.
+    """A private, eagerly initialized jieba tokenizer, shared by this process's Tokenizers (it is read-only).
 
     A private instance (not ``jieba.dt``) so that words another module adds to jieba's global
     dictionary cannot change our segmentation; jieba's exact-mode cut with its HMM is otherwise
