@@ -29,7 +29,7 @@ always at the same ``(epoch, position)``: one rank's :meth:`LanguageStream.state
 from __future__ import annotations
 
 import zlib
-from typing import Any, Iterator, Mapping, Optional, Protocol
+from typing import Any, Iterator, Mapping, Optional, Protocol, Sequence
 
 import numpy as np
 import torch
@@ -66,7 +66,7 @@ class FeistelPermutation:
     consecutive positions to an arithmetic progression, so batches would read regularly spaced windows.
     """
 
-    def __init__(self, n: int, keys: Mapping[int, int] | np.ndarray):
+    def __init__(self, n: int, keys: Sequence[int] | np.ndarray):
         if n < 1:
             raise ValueError(f"cannot permute an empty range (n={n})")
         self.n = int(n)
