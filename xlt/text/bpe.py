@@ -30,7 +30,7 @@ import tempfile
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterable, Iterator, Optional, Sequence, Union
 
-from xlt.text.vocab import Vocabulary
+from xlt.text.vocab import SIDECAR_SUFFIX, Vocabulary
 from xlt.utils import log
 from xlt.utils.errors import PathLike, XltError, require_file
 from xlt.utils.textio import atomic_output, atomic_path, open_binary, read_lines, write_json
@@ -238,6 +238,9 @@ def build_vocabulary(inputs: Sequence[PathLike], output: Optional[PathLike] = No
         with tempfile.TemporaryFile() as raw:
             _getvocab(inputs, raw)
             _copy_to(output, raw)
+        if output is not None and os.fspath(output) != "-":  # a stale sidecar would no longer match
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.fspath(output) + SIDECAR_SUFFIX)
         return
     if len(languages) != len(inputs):
         raise XltError(f"{len(languages)} --lang for {len(inputs)} inputs; give one language per input, in order")
