@@ -1,4 +1,5 @@
-"""``xlt tokenize`` and ``xlt codeswitch``: thin wrappers over :mod:`xlt.text.tokenize` and :mod:`xlt.text.codeswitch`."""
+"""``xlt tokenize`` and ``xlt codeswitch``: thin wrappers over :mod:`xlt.text.tokenize` and
+:mod:`xlt.text.codeswitch`."""
 
 from __future__ import annotations
 

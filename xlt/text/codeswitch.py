@@ -15,7 +15,6 @@ at a time.
 from __future__ import annotations
 
 import bisect
-import hashlib
 import math
 import re
 from dataclasses import asdict, dataclass, field
@@ -26,6 +25,7 @@ from typing import Iterable, Iterator, Optional
 import numpy as np
 
 from xlt import __version__
+from xlt.text.vocab import file_sha256
 from xlt.utils import log
 from xlt.utils.errors import PathLike, XltError
 from xlt.utils.textio import atomic_output, read_lines, read_numbered_lines, write_json
@@ -69,7 +69,7 @@ class Dictionary:
     cumulative_weights: dict[str, list[float]]
     weighted: bool
     path: str
-    sha256: str
+    sha256: Optional[str]  # of the file as stored (compressed bytes for .gz/.xz), as in SHA256SUMS
     pairs: int
     identical_pairs_dropped: int
     duplicate_pairs_dropped: int
@@ -87,12 +87,10 @@ class Dictionary:
                 present on some lines and not others.
         """
         path = str(path)
-        digest = hashlib.sha256()
         weights: dict[str, dict[str, float]] = {}
         has_weights: Optional[bool] = None
         pairs = identical = duplicates = 0
         for lineno, line in read_numbered_lines(path):
-            digest.update(line.encode("utf-8") + b"\n")
             columns = _COLUMN_SEPARATOR.split(line.strip(" \t"))
             if columns == [""]:
                 raise XltError("empty dictionary line", path, lineno)
@@ -116,8 +114,8 @@ class Dictionary:
         weights = {source: targets for source, targets in weights.items() if targets}
         return cls(translations={s: tuple(t) for s, t in weights.items()},
                    cumulative_weights={s: list(accumulate(t.values())) for s, t in weights.items()},
-                   weighted=bool(has_weights), path=path, sha256=digest.hexdigest(), pairs=pairs,
-                   identical_pairs_dropped=identical, duplicate_pairs_dropped=duplicates)
+                   weighted=bool(has_weights), path=path, sha256=None if path == "-" else file_sha256(path),
+                   pairs=pairs, identical_pairs_dropped=identical, duplicate_pairs_dropped=duplicates)
 
     def choose(self, source: str, u: float) -> str:
         """The translation of ``source`` that a uniform draw ``u`` in [0, 1) picks, by weight."""
