@@ -17,19 +17,22 @@ def bpe() -> None:
     """Byte-pair encoding, byte-identical to fastBPE (codes and vocabularies in its formats).
 
     \b
-    Example (Default: joint BPE, 80k merges):
+    Example (Default: joint BPE, 80k merges; then count the anchors):
       xlt bpe learn --merges 80000 -o codes en.tok fr.tok
       xlt bpe apply --codes codes en.tok -o en.bpe
       xlt bpe apply --codes codes fr.tok -o fr.bpe
       xlt bpe vocab --lang en --lang fr -o vocab en.bpe fr.bpe
+      xlt bpe vocab -o en.vocab en.bpe && xlt bpe vocab -o fr.vocab fr.bpe
       xlt bpe anchors --vocab en en.vocab --vocab fr fr.vocab
+
+    See docs/bpe.md for the Default anchors and No anchors recipes.
     """
 
 
 @bpe.command()
-@click.option("--merges", "-n", type=click.IntRange(min=1), required=True,
+@click.option("--merges", "-n", type=click.IntRange(min=1), required=True, metavar="N",
               help="Number of merge operations (the paper: 80000 joint, 40000 per language).")
-@click.option("--output", "-o", default="-", show_default=True, help="Codes file ('a b count' per line).")
+@click.option("--output", "-o", default="-", show_default=True, metavar="FILE", help="Codes file ('a b count' per line).")
 @click.argument("corpora", nargs=-1, required=True)
 def learn(merges: int, output: str, corpora: tuple[str, ...]) -> None:
     """Learn BPE codes from one or more corpora (jointly), like `fast learnbpe N CORPUS ...`.
@@ -47,11 +50,11 @@ def learn(merges: int, output: str, corpora: tuple[str, ...]) -> None:
 
 
 @bpe.command()
-@click.option("--codes", "-c", required=True, help="fastBPE codes file.")
-@click.option("--vocab", "-v", default=None, help="Limit the output to subwords of this vocabulary (token count).")
-@click.option("--vocab-threshold", type=click.IntRange(min=1), default=None,
+@click.option("--codes", "-c", required=True, metavar="FILE", help="fastBPE codes file.")
+@click.option("--vocab", "-v", default=None, metavar="FILE", help="Limit the output to subwords of this vocabulary (token count).")
+@click.option("--vocab-threshold", type=click.IntRange(min=1), default=None, metavar="N",
               help="Keep only vocabulary entries with a count of at least N (needs --vocab).")
-@click.option("--output", "-o", default="-", show_default=True, help="Output file.")
+@click.option("--output", "-o", default="-", show_default=True, metavar="FILE", help="Output file.")
 @click.argument("input", default="-")
 def apply(codes: str, vocab: Optional[str], vocab_threshold: Optional[int], output: str, input: str) -> None:
     """Apply BPE codes to INPUT (default stdin), like `fast applybpe OUT INPUT CODES [VOCAB]`.
@@ -70,8 +73,8 @@ def apply(codes: str, vocab: Optional[str], vocab_threshold: Optional[int], outp
 
 
 @bpe.command()
-@click.option("--output", "-o", default="-", show_default=True, help="Vocabulary file ('token count' per line).")
-@click.option("--lang", "languages", multiple=True,
+@click.option("--output", "-o", default="-", show_default=True, metavar="FILE", help="Vocabulary file ('token count' per line).")
+@click.option("--lang", "languages", multiple=True, metavar="LANG",
               help="Language of each input, in order; writes the ownership sidecar VOCAB.langs.json.")
 @click.argument("inputs", nargs=-1, required=True)
 def vocab(output: str, languages: tuple[str, ...], inputs: tuple[str, ...]) -> None:
@@ -89,7 +92,7 @@ def vocab(output: str, languages: tuple[str, ...], inputs: tuple[str, ...]) -> N
 
 @bpe.command()
 @LANG_FILE
-@click.option("--output", "-o", required=True, help="Union vocabulary (its sidecar VOCAB.langs.json is written too).")
+@click.option("--output", "-o", required=True, metavar="FILE", help="Union vocabulary (its sidecar VOCAB.langs.json is written too).")
 @click.option("--prefix-lang", is_flag=True,
               help="Prefix every entry with its language (fr:chat) so no token is shared (No anchors).")
 def union(vocabs: tuple[tuple[str, str], ...], output: str, prefix_lang: bool) -> None:
@@ -107,7 +110,7 @@ def union(vocabs: tuple[tuple[str, str], ...], output: str, prefix_lang: bool) -
 
 @bpe.command()
 @LANG_FILE
-@click.option("--json", "json_path", default=None, help="Also write the report as JSON (- for stdout).")
+@click.option("--json", "json_path", default=None, metavar="FILE", help="Also write the report as JSON (- for stdout).")
 def anchors(vocabs: tuple[tuple[str, str], ...], json_path: Optional[str]) -> None:
     """Shared token types per language pair and the share of running tokens they cover.
 
