@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import itertools
 import lzma
+import unicodedata
 
 import pytest
 from conftest import assert_one_line_error, run_xlt
@@ -119,6 +120,18 @@ def test_lowercase_and_accent_removal():
     assert Tokenizer("ru", lowercase=True, remove_accents=True).tokenize("Ёлка, йод.") == "елка , иод ."
     res = run_xlt("tokenize", "--lang", "de", "--lowercase", "--remove-accents", input="Über Straße\n", check=True)
     assert res.stdout == "uber straße\n"
+
+
+def xlm_lowercase_and_remove_accent(line: str) -> str:
+    """XLM's tools/lowercase_and_remove_accent.py, step by step (lower, NFD, drop Mn, lower)."""
+    text = unicodedata.normalize("NFD", line.rstrip().lower())
+    return "".join(ch for ch in text if unicodedata.category(ch) != "Mn").lower()
+
+
+def test_accent_removal_matches_xlm_on_many_scripts():
+    words = "İstanbul Ελληνικά Tiếng_Việt Ñandú Øre Ångström Łódź Ёжик Ǆemal ﬁne 한국어"
+    tokenized = Tokenizer("en").tokenize(words)
+    assert Tokenizer("en", lowercase=True, remove_accents=True).tokenize(words) == xlm_lowercase_and_remove_accent(tokenized)
 
 
 def test_two_workers_give_the_same_output_as_one():

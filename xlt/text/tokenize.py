@@ -33,6 +33,7 @@ from collections import deque
 from dataclasses import asdict, dataclass, field, fields
 from importlib.metadata import version
 from itertools import chain, islice
+from multiprocessing.pool import AsyncResult
 from typing import Iterable, Iterator, Optional
 
 import regex
@@ -114,7 +115,7 @@ def replace_non_printing(text: str) -> str:
     return _NON_PRINTING.sub(" ", text)
 
 
-def remove_accents(text: str) -> str:
+def strip_accents(text: str) -> str:
     """XLM's ``run_strip_accents``: NFD, then drop nonspacing marks (no recomposition, as in XLM)."""
     return "".join(ch for ch in unicodedata.normalize("NFD", text) if unicodedata.category(ch) != "Mn")
 
@@ -153,10 +154,7 @@ class Tokenizer:
         if self.config.lowercase:
             text = text.lower()
         if self.config.remove_accents:
-            # XLM lowercases again after stripping accents; lowering twice changes nothing else.
-            text = remove_accents(text)
-            if self.config.lowercase:
-                text = text.lower()
+            text = strip_accents(text)
         return text
 
 
@@ -214,7 +212,7 @@ def tokenize_chunks(chunks: Iterable[list[str]], config: TokenizerConfig, worker
         return
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     with multiprocessing.get_context(method).Pool(workers, _init_worker, (config,)) as pool:
-        pending: deque = deque()
+        pending: deque[AsyncResult] = deque()
         for chunk in chunks:
             pending.append(pool.apply_async(_tokenize_chunk, (chunk,)))
             if len(pending) >= 4 * workers:
