@@ -1,0 +1,307 @@
+"""Data recipes: the real recipes against the mirror's checksums, and fetching from a fake mirror,
+a file:// URL and a tiny HTTP server on 127.0.0.1, with every failure mode."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import http.server
+import json
+import os
+import threading
+import unicodedata
+import zipfile
+from pathlib import Path
+
+import pytest
+from conftest import assert_one_line_error, run_xlt
+
+from xlt.data.recipes import fetch, load_recipes, msra_wordtag_to_char_bio, mnli_train_tsv, status
+from xlt.utils.errors import XltError
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def write_recipe(directory: Path, name: str, files: list[dict], prepare: list[dict] = (), in_all: bool = True) -> None:
+    directory.mkdir(exist_ok=True)
+    recipe = {"name": name, "title": f"test set {name}", "licence": "CC0", "official_url": f"https://example.org/{name}",
+              "in_all": in_all, "files": files, "prepare": list(prepare)}
+    (directory / f"{name}.json").write_text(json.dumps(recipe), encoding="utf-8")
+
+
+@pytest.fixture
+def http_root(tmp_path):
+    """A directory served over HTTP on 127.0.0.1 (an ephemeral port) for the URL path."""
+    root = tmp_path / "www"
+    root.mkdir()
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(root)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield root, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def fake(tmp_path):
+    """A fake mirror with two small files, their recipe, and an empty data directory."""
+    mirror, recipes, data = tmp_path / "mirror", tmp_path / "recipes", tmp_path / "data"
+    (mirror / "toy").mkdir(parents=True)
+    contents = {"toy/a.txt": b"alpha\n", "toy/b.txt": "b\xe9ta\n".encode("utf-8")}
+    for path, content in contents.items():
+        (mirror / path).write_bytes(content)
+    write_recipe(recipes, "toy", [{"path": p, "sha256": sha(c), "size": len(c)} for p, c in contents.items()])
+    return mirror, recipes, data, contents
+
+
+# ---- the real recipes ------------------------------------------------------------------------
+def read_sums(mirror: Path) -> dict[str, str]:
+    return {line.split()[1]: line.split()[0] for line in (mirror / "SHA256SUMS").read_text().splitlines()}
+
+
+def test_real_recipes_match_the_mirror_manifest(mirror):
+    recipes = load_recipes()
+    sums = read_sums(mirror)
+    laid_out: dict[str, str] = {}
+    for recipe in recipes.values():
+        assert recipe.licence and recipe.official_url.startswith("http"), recipe.name
+        for item in recipe.files:
+            assert item.path not in laid_out, f"{item.path} in {recipe.name} and {laid_out[item.path]}"
+            laid_out[item.path] = recipe.name
+            if item.path in sums:
+                assert item.sha256 == sums[item.path], item.path
+                assert item.size == (mirror / item.path).stat().st_size, item.path
+            else:  # official-only files are fetched by name, never by `all`
+                assert not recipe.in_all and item.url, item.path
+            assert item.url is None or item.url.startswith("https://"), item.path
+    # Every mirrored file has a recipe, except the Tatoeba languages xlt does not evaluate.
+    missing = [p for p in sums if p not in laid_out and not p.startswith("tatoeba/v1/tatoeba.")]
+    assert missing == []
+    wanted = {"ud_en_ewt", "ud_fr_gsd", "ud_ru_gsd", "ud_zh_gsd", "ud_de_gsd", "ud_zh_gsdsimp", "xnli", "mnli_20k",
+              "mnli_full", "wikiann", "msra", "uner_zh", "muse", "muse_official", "tatoeba", "mono_en", "mono_fr",
+              "mono_ru", "mono_zh", "mono_de", "mono_cc", "parallel_wmt"}
+    assert wanted <= set(recipes)
+
+
+def test_fetch_a_real_treebank_from_the_mirror_then_skip_it(mirror, tmp_path):
+    data = tmp_path / "data"
+    report = fetch(["ud_zh_gsd"], data=data, mirror=mirror)
+    recipe = load_recipes()["ud_zh_gsd"]
+    assert sorted(report.from_mirror) == sorted(f.path for f in recipe.files)
+    dev = "ud/zh_gsd/zh_gsd-ud-dev.conllu"
+    assert (data / dev).read_bytes() == (mirror / dev).read_bytes()
+    again = fetch(["ud_zh_gsd"], data=data, mirror=mirror)
+    assert again.from_mirror == [] and sorted(again.present) == sorted(report.from_mirror)
+
+
+def test_msra_gold_conversion_agrees_with_the_char_bio_copy(mirror, tmp_path):
+    """The prepared gold file has the same characters and tags as the independently converted copy
+    (which normalised full-width digits and letters, hence NFKC) over all 172k characters."""
+    data = tmp_path / "data"
+    report = fetch(["msra"], data=data, mirror=mirror)
+    assert report.prepared == ["ner/msra/msra_test_gold_char_bio.txt"]
+
+    def pairs(path: Path) -> list[tuple[str, str]]:
+        rows = [line.replace(" ", "\t").split("\t") for line in path.read_text(encoding="utf-8").splitlines() if line]
+        return [(unicodedata.normalize("NFKC", c), t) for c, t in rows]
+
+    ours = pairs(data / "ner/msra/msra_test_gold_char_bio.txt")
+    assert len(ours) > 170_000
+    assert ours == pairs(data / "ner/msra/msra_test_char_bio.txt")
+    assert fetch(["msra"], data=data, mirror=mirror).prepared == []  # up to date: skipped
+
+
+# ---- fake mirror, URLs and failures ----------------------------------------------------------
+def test_fake_mirror_copy_is_checked_and_idempotent(fake):
+    mirror, recipes, data, contents = fake
+    report = fetch(["toy"], data=data, mirror=mirror, recipes=load_recipes(recipes))
+    assert sorted(report.from_mirror) == sorted(contents)
+    for path, content in contents.items():
+        assert (data / path).read_bytes() == content
+    mtime = (data / "toy/a.txt").stat().st_mtime_ns
+    again = fetch(["toy"], data=data, mirror=mirror, recipes=load_recipes(recipes))
+    assert sorted(again.present) == sorted(contents) and again.from_mirror == []
+    assert (data / "toy/a.txt").stat().st_mtime_ns == mtime
+
+    (data / "toy/a.txt").write_bytes(b"edited by hand\n")  # a wrong local copy is replaced
+    assert fetch(["toy"], data=data, mirror=mirror, recipes=load_recipes(recipes)).from_mirror == ["toy/a.txt"]
+    assert (data / "toy/a.txt").read_bytes() == contents["toy/a.txt"]
+
+
+def test_checksum_mismatch_in_the_mirror_is_an_error_naming_the_file(fake):
+    mirror, recipes, data, _ = fake
+    (mirror / "toy/b.txt").write_bytes(b"corrupted\n")
+    with pytest.raises(XltError, match="sha256 mismatch") as err:
+        fetch(["toy"], data=data, mirror=mirror, recipes=load_recipes(recipes))
+    assert err.value.path == str(mirror / "toy/b.txt")
+    assert not (data / "toy/b.txt").exists()
+    assert [p.name for p in (data / "toy").iterdir()] == ["a.txt"]  # no temporary file left
+
+
+def test_file_url_when_the_mirror_lacks_the_file(tmp_path):
+    official = tmp_path / "official"
+    official.mkdir()
+    (official / "c.txt").write_bytes(b"gamma\n")
+    write_recipe(tmp_path / "recipes", "toy", [{"path": "toy/c.txt", "sha256": sha(b"gamma\n"),
+                                                "url": (official / "c.txt").as_uri()}])
+    report = fetch(["toy"], data=tmp_path / "data", mirror=tmp_path / "empty_mirror",
+                   recipes=load_recipes(tmp_path / "recipes"))
+    assert report.downloaded == ["toy/c.txt"]
+    assert (tmp_path / "data/toy/c.txt").read_bytes() == b"gamma\n"
+
+
+def test_http_download_checked_and_mismatch_names_the_url(tmp_path, http_root):
+    root, base = http_root
+    (root / "d.txt").write_bytes(b"delta\n")
+    (root / "e.txt").write_bytes(b"not what the recipe says\n")
+    write_recipe(tmp_path / "recipes", "good", [{"path": "toy/d.txt", "sha256": sha(b"delta\n"), "url": f"{base}/d.txt"}])
+    write_recipe(tmp_path / "recipes", "bad", [{"path": "toy/e.txt", "sha256": sha(b"epsilon\n"), "url": f"{base}/e.txt"}])
+    recipes, data = load_recipes(tmp_path / "recipes"), tmp_path / "data"
+    assert fetch(["good"], data=data, mirror=None, recipes=recipes).downloaded == ["toy/d.txt"]
+    assert (data / "toy/d.txt").read_bytes() == b"delta\n"
+    with pytest.raises(XltError, match="sha256 mismatch") as err:
+        fetch(["bad"], data=data, mirror=None, recipes=recipes)
+    assert err.value.path == f"{base}/e.txt"
+    assert not (data / "toy/e.txt").exists()
+
+
+def test_unreachable_url_and_no_source_say_where_to_get_the_file(tmp_path, http_root):
+    _, base = http_root
+    write_recipe(tmp_path / "recipes", "gone", [{"path": "toy/f.txt", "sha256": sha(b"f"), "url": f"{base}/f.txt"}])
+    write_recipe(tmp_path / "recipes", "nowhere", [{"path": "toy/g.txt", "sha256": sha(b"g")}])
+    recipes = load_recipes(tmp_path / "recipes")
+    with pytest.raises(XltError, match=r"not in the mirror .* failed \(HTTP 404 ") as err:
+        fetch(["gone"], data=tmp_path / "data", mirror=tmp_path, recipes=recipes)
+    assert err.value.path == "toy/f.txt" and "https://example.org/gone" in err.value.message
+    with pytest.raises(XltError, match="no byte-identical download") as err:
+        fetch(["nowhere"], data=tmp_path / "data", mirror=None, recipes=recipes)
+    assert err.value.path == "toy/g.txt" and "XLT_DATA_MIRROR" in err.value.message
+
+
+def test_cli_fetch_and_list_with_environment_variables(fake, monkeypatch):
+    mirror, recipes, data, contents = fake
+    write_recipe(recipes, "elsewhere", [{"path": "toy/h.txt", "sha256": sha(b"h")}], in_all=False)
+    monkeypatch.setenv("XLT_RECIPES", str(recipes))
+    monkeypatch.setenv("XLT_DATA", str(data))
+    monkeypatch.setenv("XLT_DATA_MIRROR", str(mirror))
+
+    res = run_xlt("data", "list")
+    assert res.returncode == 0, res.stderr
+    rows = {line.split()[0]: line.split() for line in res.stdout.splitlines()[2:]}
+    assert rows["toy"][1:3] == ["yes", "0/2"] and rows["toy"][-1] == "CC0"
+    assert rows["elsewhere"][1:3] == ["no", "0/1"]
+
+    res = run_xlt("data", "fetch", "all")  # `elsewhere` is not in `all`, so this succeeds
+    assert res.returncode == 0, res.stderr
+    assert "2 copied from the mirror" in res.stderr
+    rows = {line.split()[0]: line.split() for line in run_xlt("data", "list").stdout.splitlines()[2:]}
+    assert rows["toy"][2] == "2/2" and rows["elsewhere"][2] == "0/1"
+    assert "2 already present" in run_xlt("data", "fetch", "all").stderr
+
+    assert_one_line_error(run_xlt("data", "fetch", "elsewhere"), "toy/h.txt", "not in the mirror",
+                          "https://example.org/elsewhere")
+    assert_one_line_error(run_xlt("data", "fetch", "nonesuch"), "unknown data set 'nonesuch'")
+    monkeypatch.setenv("XLT_DATA_MIRROR", "")  # no mirror: the official route only
+    (data / "toy/a.txt").unlink()
+    assert_one_line_error(run_xlt("data", "fetch", "toy"), "toy/a.txt", "none: set XLT_DATA_MIRROR")
+
+
+@pytest.mark.parametrize("entry, fragment", [
+    ({"path": "../outside.txt", "sha256": None}, "must be relative"),
+    ({"path": "toy/x.txt", "sha256": "ABC"}, "64 lower-case hex"),
+    ({"path": "toy/x.txt"}, "has no sha256"),
+])
+def test_invalid_recipes_are_refused_naming_the_recipe(tmp_path, entry, fragment):
+    write_recipe(tmp_path / "recipes", "broken", [entry])
+    with pytest.raises(XltError, match=fragment) as err:
+        load_recipes(tmp_path / "recipes")
+    assert err.value.path == str(tmp_path / "recipes" / "broken.json")
+
+
+@pytest.mark.parametrize("step, fragment", [
+    ({"function": "os.system", "inputs": [], "output": "x"}, "unknown preparation function 'os.system'"),
+    ({"function": "mnli_train_tsv", "inputs": ["elsewhere.zip"], "output": "x"}, "does not fetch or prepare"),
+])
+def test_invalid_preparation_steps_are_refused(tmp_path, step, fragment):
+    write_recipe(tmp_path / "recipes", "broken", [], [step])
+    with pytest.raises(XltError, match=fragment):
+        load_recipes(tmp_path / "recipes")
+
+
+# ---- preparation functions -------------------------------------------------------------------
+def test_msra_wordtag_to_char_bio_small(tmp_path):
+    src = tmp_path / "wordtag.txt"
+    src.write_bytes("中共中央/nt 致/o 邓小平/nr 同志/o \r\n\r\n在/o 北京/ns \r\n".encode("utf-8"))
+    out = tmp_path / "bio.txt"
+    msra_wordtag_to_char_bio([src], out)
+    expected = ["中\tB-ORG", "共\tI-ORG", "中\tI-ORG", "央\tI-ORG", "致\tO", "邓\tB-PER", "小\tI-PER", "平\tI-PER",
+                "同\tO", "志\tO", "", "在\tO", "北\tB-LOC", "京\tI-LOC", ""]
+    assert out.read_text(encoding="utf-8").split("\n")[:-1] == expected
+
+    src.write_text("好/o\n坏词/xx\n", encoding="utf-8")
+    with pytest.raises(XltError, match="expected word/tag") as err:
+        msra_wordtag_to_char_bio([src], out)
+    assert (err.value.path, err.value.line) == (str(src), 2)
+
+
+def make_mnli_zip(path: Path) -> bytes:
+    header = "gold_label\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_parse\tsentence2_parse\t" \
+             "sentence1\tsentence2\tpromptID\tpairID\tgenre\tlabel1"
+    rows = ["neutral\t(x)\t(y)\t(X)\t(Y)\tConceptually  cream skimming.\tProduct and geography.\t1\t1n\tgov\tneutral",
+            "-\t(x)\t(y)\t(X)\t(Y)\tNo gold label here.\tSkipped.\t2\t2n\tgov\tneutral",
+            "entailment\t(x)\t(y)\t(X)\t(Y)\tyou know during the season\tYou lose them.\t3\t3e\ttel\tentailment"]
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("multinli_1.0/multinli_1.0_train.txt", "\r\n".join([header, *rows]) + "\r\n")
+    return path.read_bytes()
+
+
+def test_official_mnli_archive_over_http_is_downloaded_and_prepared(tmp_path, http_root):
+    root, base = http_root
+    archive = make_mnli_zip(root / "multinli_1.0.zip")
+    write_recipe(tmp_path / "recipes", "mnli_full", [
+        {"path": "nli/mnli/official/multinli_1.0.zip", "sha256": sha(archive), "url": f"{base}/multinli_1.0.zip"}],
+        [{"function": "mnli_train_tsv", "inputs": ["nli/mnli/official/multinli_1.0.zip"],
+          "output": "nli/mnli/mnli_train.tsv", "sha256": None}], in_all=False)
+    recipes, data = load_recipes(tmp_path / "recipes"), tmp_path / "data"
+    report = fetch(["mnli_full"], data=data, mirror=None, recipes=recipes)
+    assert report.downloaded == ["nli/mnli/official/multinli_1.0.zip"]
+    assert report.prepared == ["nli/mnli/mnli_train.tsv"]
+    assert (data / "nli/mnli/mnli_train.tsv").read_text(encoding="utf-8").splitlines() == [
+        "Conceptually cream skimming.\tProduct and geography.\tneutral",
+        "you know during the season\tYou lose them.\tentailment"]
+    assert fetch(["all"], data=data, mirror=None, recipes=recipes).present == []  # not part of `all`
+    again = fetch(["mnli_full"], data=data, mirror=None, recipes=recipes)
+    assert again.prepared == [] and len(again.present) == 2
+    assert [(r.present, r.total) for r in status(recipes, data)] == [(2, 2)]
+
+
+def test_mnli_archive_errors(tmp_path):
+    bad = tmp_path / "bad.zip"
+    bad.write_bytes(b"not a zip")
+    with pytest.raises(XltError, match="cannot read the MNLI archive") as err:
+        mnli_train_tsv([bad], tmp_path / "out.tsv")
+    assert err.value.path == str(bad)
+    with zipfile.ZipFile(tmp_path / "short.zip", "w") as z:
+        z.writestr("multinli_1.0/multinli_1.0_train.txt", "gold_label\tsentence1\tsentence2\nneutral\tonly two\n")
+    with pytest.raises(XltError, match="expected 3 columns") as err:
+        mnli_train_tsv([tmp_path / "short.zip"], tmp_path / "out.tsv")
+    assert err.value.line == 2
+
+
+def test_unverified_official_file_is_fetched_and_reported(tmp_path, http_root):
+    root, base = http_root
+    (root / "dict.txt").write_bytes(b"cat chat\n")
+    write_recipe(tmp_path / "recipes", "dicts", [{"path": "muse/official/en-fr.txt", "sha256": None,
+                                                  "url": f"{base}/dict.txt"}], in_all=False)
+    recipes, data = load_recipes(tmp_path / "recipes"), tmp_path / "data"
+    report = fetch(["dicts"], data=data, mirror=None, recipes=recipes)
+    assert report.unverified == ["muse/official/en-fr.txt"] == report.downloaded
+    assert fetch(["dicts"], data=data, mirror=None, recipes=recipes).present == ["muse/official/en-fr.txt"]
+    assert os.path.getsize(data / "muse/official/en-fr.txt") == 9
