@@ -247,6 +247,15 @@ def test_language_index_and_code_select_the_same_parameters():
     assert not torch.allclose(m.encoder(ids, 0).last_hidden_state, m.encoder(ids, "fr").last_hidden_state)
 
 
+def test_language_embedding_row_can_differ_from_the_batch_language():
+    enc = model(tiny("sep-emb")).encoder.eval()
+    ids = torch.randint(5, V, (1, 6))
+    fr_tables = for_language(enc.token_embeddings, "fr")(ids) + for_language(enc.position_embeddings, "fr").weight[:6]
+    expected = enc.embedding_norm(fr_tables + enc.language_embeddings.weight[0])  # the English row
+    torch.testing.assert_close(enc.embed(ids, "fr", lang_embedding="en"), expected)
+    assert not torch.allclose(enc.embed(ids, "fr"), expected)
+
+
 def test_flops_per_token_formula():
     cfg = EncoderConfig.preset("wu2020", vocab_size=80_000, languages=LANGS, sharing="sep-l1-3")
     with torch.device("meta"):

@@ -126,8 +126,12 @@ class Encoder(nn.Module):
         code = self.config.languages[self.config.language_index(lang)]
         return for_language(self.token_embeddings, code).weight
 
-    def embed(self, ids: Tensor, lang: str | int) -> Tensor:
-        """ids Long [B,T] of one language -> layer-0 states [B,T,D] (after LayerNorm and dropout)."""
+    def embed(self, ids: Tensor, lang: str | int, lang_embedding: str | int | None = None) -> Tensor:
+        """ids Long [B,T] of one language -> layer-0 states [B,T,D] (after LayerNorm and dropout).
+
+        ``lang_embedding``: the language whose language-embedding row is added (default ``lang``);
+        which id to feed at zero-shot test time is a decision the papers leave open.
+        """
         index = self.config.language_index(lang)
         code = self.config.languages[index]
         T = ids.shape[1]
@@ -136,7 +140,8 @@ class Encoder(nn.Module):
         positions = torch.arange(T, device=ids.device)
         x = for_language(self.token_embeddings, code)(ids) + for_language(self.position_embeddings, code)(positions)
         if self.language_embeddings is not None:
-            x = x + self.language_embeddings.weight[index]
+            row = index if lang_embedding is None else self.config.language_index(lang_embedding)
+            x = x + self.language_embeddings.weight[row]
         return self.dropout(self.embedding_norm(x))
 
     def encode_from(self, hidden: Tensor, lang: str | int, start_layer: int = 0,
@@ -166,9 +171,14 @@ class Encoder(nn.Module):
         return EncoderOutput(hidden, tuple(states) if states is not None else None)
 
     def forward(self, ids: Tensor, lang: str | int, padding_mask: Optional[Tensor] = None,
-                output_hidden_states: bool = False, layer_hook: Optional[LayerHook] = None) -> EncoderOutput:
-        """ids Long [B,T] of one language ``lang`` (code or index); padding_mask Bool [B,T], True = pad."""
-        return self.encode_from(self.embed(ids, lang), lang, 0, padding_mask, output_hidden_states, layer_hook)
+                output_hidden_states: bool = False, layer_hook: Optional[LayerHook] = None,
+                lang_embedding: str | int | None = None) -> EncoderOutput:
+        """ids Long [B,T] of one language ``lang`` (code or index); padding_mask Bool [B,T], True = pad.
+
+        See :meth:`embed` for ``lang_embedding`` and :meth:`encode_from` for the rest.
+        """
+        hidden = self.embed(ids, lang, lang_embedding)
+        return self.encode_from(hidden, lang, 0, padding_mask, output_hidden_states, layer_hook)
 
     def language_specific_parameters(self, lang: str | int | None = None) -> Iterator[tuple[str, nn.Parameter]]:
         """(name, parameter) of every language-specific parameter, or only of ``lang``'s copies.
