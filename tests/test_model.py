@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -210,6 +211,8 @@ def test_config_round_trips_through_json(tmp_path):
     cfg = tiny("sep-emb+l1-3", lang_embeddings=False)
     again = EncoderConfig.from_dict(json.loads(json.dumps(cfg.to_dict())))
     assert again == cfg and again.sharing.separate_layers == (1, 3)
+    for dataclass in (EncoderConfig, SharingSpec):
+        assert all(f.metadata.get("help") for f in dataclasses.fields(dataclass))
     assert set(MODEL_PRESETS) == {"wu2020", "small", "tiny"}
     with pytest.raises(XltError) as err:
         EncoderConfig.from_dict({**cfg.to_dict(), "n_layer": 3}, path=tmp_path / "config.json")
