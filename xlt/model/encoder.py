@@ -112,7 +112,7 @@ class Encoder(nn.Module):
             lambda: nn.Embedding(config.vocab_size, D), sharing.separate_embeddings, langs)
         self.position_embeddings = maybe_per_language(
             lambda: nn.Embedding(config.max_positions, D), sharing.separate_embeddings, langs)
-        # One row per language; each row is only ever used by its own language.
+        # One shared table with a row per language (XLM); not part of the sharing spec.
         self.language_embeddings = nn.Embedding(len(langs), D) if config.lang_embeddings else None
         self.embedding_norm = nn.LayerNorm(D, eps=1e-12)
         self.dropout = nn.Dropout(config.dropout)
