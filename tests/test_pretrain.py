@@ -131,13 +131,19 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(inputs, tmp_path, monkeyp
 
 
 @pytest.mark.parametrize("sharing", [["--sharing", "sep-emb"], ["--separate-layers", "1", "1"],
-                                     ["--sharing", "sep-emb", "--separate-layers", "1", "2"]])
+                                     ["--sharing", "sep-emb", "--separate-layers", "1", "1"]])
 def test_language_specific_parts_train_and_the_others_stay_put(inputs, tmp_path, sharing):
     run = tmp_path / "run"
     res = run_xlt("pretrain", "--run-dir", run, *inputs["args"], *tiny_args(6), *sharing)
     assert res.returncode == 0, res.stderr
     config = json.loads((run / "config.json").read_text())["config"]["model"]
     assert config["sharing"]["separate_embeddings"] == ("sep-emb" in sharing)
+
+
+def test_a_layer_range_that_leaves_no_shared_top_is_refused(inputs, tmp_path):
+    res = run_xlt("pretrain", "--run-dir", tmp_path / "run", *inputs["args"], *tiny_args(2),
+                  "--separate-layers", "1", "2")
+    assert_one_line_error(res, "xlt pretrain: error:", "top one stays shared")
 
 
 def test_bad_inputs_give_one_line_errors(inputs, tmp_path):

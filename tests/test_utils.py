@@ -107,3 +107,16 @@ def test_dataclass_options_round_trip():
     assert seen["cfg"] == _Demo("x", {"en": "a", "fr": "b"}, (1, 3), False, None, 0.25)
     res = CliRunner().invoke(cmd, ["--pairs", "en", "a"])
     assert res.exit_code == 2 and "--name" in res.output
+
+
+def test_atomic_outputs_get_the_usual_file_mode(tmp_path):
+    from xlt.utils.textio import atomic_path
+
+    with atomic_output(tmp_path / "a") as f:
+        f.write("x")
+    with atomic_path(tmp_path / "b") as tmp:
+        open(tmp, "w").write("y")
+    umask = os.umask(0)
+    os.umask(umask)
+    for name in ("a", "b"):
+        assert (tmp_path / name).stat().st_mode & 0o777 == 0o666 & ~umask

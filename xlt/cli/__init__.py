@@ -45,6 +45,21 @@ class XltCommand(click.Command):
         return super().invoke(ctx)
 
 
+def _track_name(cmd: click.Command) -> click.Command:
+    """Make ``cmd`` (and a group's subcommands) record their full name when they run."""
+    original = cmd.invoke
+
+    def invoke(ctx: click.Context):
+        _state["command"] = ctx.command_path
+        return original(ctx)
+
+    cmd.invoke = invoke  # type: ignore[method-assign]
+    if isinstance(cmd, click.Group):
+        for sub in cmd.commands.values():
+            _track_name(sub)
+    return cmd
+
+
 class XltGroup(click.Group):
     command_class = XltCommand
 
@@ -61,7 +76,7 @@ class XltGroup(click.Group):
             module, attr = self.lazy[name].split(":")
             if importlib.util.find_spec(module) is None:
                 return None
-            self.add_command(getattr(importlib.import_module(module), attr), name)
+            self.add_command(_track_name(getattr(importlib.import_module(module), attr)), name)
         return super().get_command(ctx, name)
 
     def invoke(self, ctx: click.Context):

@@ -23,13 +23,13 @@ from xlt.data.masking import MaskingConfig, MaskTransform
 from xlt.data.sampling import LanguageSampler
 from xlt.data.store import TokenStore
 from xlt.data.streams import LanguageStream, iterate_eval
-from xlt.model.encoder import EncoderConfig, SharingSpec
+from xlt.model.config import EncoderConfig, SharingSpec
 from xlt.model.heads import MaskedLM
 from xlt.pretrain import distributed
 from xlt.pretrain.checkpoint import load_checkpoint, save_checkpoint
 from xlt.pretrain.config import MUTABLE_KEYS, PretrainConfig
 from xlt.pretrain.schedule import inverse_sqrt_schedule
-from xlt.text.vocab import MASK, SPECIALS, Vocabulary
+from xlt.text.vocab import Vocabulary
 from xlt.utils import log
 from xlt.utils.errors import XltError
 from xlt.utils.rundir import MetricsLog, check_same_config, exclusive_lock, write_run_description
@@ -67,13 +67,9 @@ class Pretrainer:
         self.autocast_dtype = self._autocast_dtype()
         self.scaler = torch.amp.GradScaler(self.d.device.type, enabled=self.autocast_dtype == torch.float16)
 
-        within = cfg.random_within_language
-        if within is None:
-            within = sharing.separate_embeddings or self.vocab.prefix_lang
-        self.masking = MaskTransform(
-            MaskingConfig(random_within_language=within), mask_id=SPECIALS.index(MASK),
-            special_ids=list(range(len(SPECIALS))), vocab_size=len(self.vocab),
-            language_token_ids={l: torch.tensor(self.vocab.language_ids(l)) for l in self.languages})
+        masking = MaskingConfig(random_within_language=cfg.random_within_language).resolved(
+            separate_embeddings=sharing.separate_embeddings, prefix_lang=self.vocab.prefix_lang)
+        self.masking = MaskTransform.from_vocabulary(masking, self.vocab, self.languages)
         self.mask_generator = torch.Generator().manual_seed(cfg.seed * 1000 + 17 + self.d.rank)
         self.streams = {l: LanguageStream(s, stream_len=cfg.stream_len, batch_size=cfg.batch_size,
                                           seed=cfg.seed, rank=self.d.rank, world_size=self.d.world_size,
@@ -162,7 +158,7 @@ class Pretrainer:
     # ---- the loop ---------------------------------------------------------------------------
     def prepare_run_dir(self) -> bool:
         """Create or check the run directory; return True when resuming from a checkpoint."""
-        resolved = self.cfg.to_dict()
+        resolved = {**self.cfg.to_dict(), "model": self.model_config.to_dict()}
         resuming = False
         if self.d.is_main:
             os.makedirs(self._path(""), exist_ok=True)
@@ -187,7 +183,7 @@ class Pretrainer:
                   for split, paths, stores_ in (("train", self.cfg.train, self.train_stores),
                                                 ("dev", self.cfg.dev, self.dev_stores))
                   for (lang, s_path), store in zip(paths.items(), stores_.values())}
-        write_run_description(self.run_dir, {**resolved, "model": self.model_config.to_dict()},
+        write_run_description(self.run_dir, resolved,
                               {"vocab_sha256": self.vocab.sha256, "stores": stores})
 
     def train(self) -> dict[str, Any]:
@@ -237,7 +233,7 @@ class Pretrainer:
         dev = self.d.device
         self.ddp_model.train()
         with self._autocast():
-            loss = self.ddp_model(masked.input_ids.to(dev), lang, None, masked.target_positions.to(dev),
+            loss = self.ddp_model(masked.input_ids.to(dev), lang, None, masked.flat_positions.to(dev),
                                   masked.target_ids.to(dev))
         value = loss.item()
         if not math.isfinite(value):
@@ -271,7 +267,7 @@ class Pretrainer:
                     continue
                 with self._autocast():
                     loss = self.model(masked.input_ids.to(self.d.device), lang, None,
-                                      masked.target_positions.to(self.d.device), masked.target_ids.to(self.d.device))
+                                      masked.flat_positions.to(self.d.device), masked.target_ids.to(self.d.device))
                 total, count = total + loss.float().item() * n, count + n
             result[lang] = math.exp(total / count) if count else math.nan
         return result

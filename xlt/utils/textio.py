@@ -22,6 +22,13 @@ from typing import BinaryIO, Iterator, Optional, TextIO
 from xlt.utils.errors import PathLike, XltError, require_file
 
 
+def _umask_mode() -> int:
+    """The mode a plain ``open`` would give a new file (mkstemp's own 0600 would hide outputs)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def open_binary(path: PathLike) -> BinaryIO:
     """Open a possibly compressed file (or stdin for ``-``) for binary reading."""
     path = require_file(path)
@@ -92,6 +99,7 @@ def atomic_output(path: Optional[PathLike], mode: str = "w", encoding: Optional[
             yield f
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, _umask_mode())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -113,6 +121,8 @@ def atomic_path(path: PathLike) -> Iterator[str]:
     os.close(fd)
     try:
         yield tmp
+        if os.path.exists(tmp):
+            os.chmod(tmp, _umask_mode())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

@@ -1,0 +1,47 @@
+"""One training step of a tiny MaskedLM, run as one process or under torchrun (gloo).
+
+Each of the W ranks takes its share of one fixed global batch; the step's weights are written by
+rank 0, so the test can compare W processes against one process on the combined batch.
+Usage: ddp_worker.py OUT.pt [--shard]   (with --shard, rank r takes rows r::W)
+"""
+
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+from xlt.model.config import EncoderConfig, SharingSpec
+from xlt.model.heads import MaskedLM
+
+
+def main() -> None:
+    out, shard = sys.argv[1], "--shard" in sys.argv
+    world, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
+    if world > 1:
+        dist.init_process_group("gloo")
+    torch.manual_seed(0)
+    config = EncoderConfig.preset("tiny", vocab_size=40, languages=["en", "fr"],
+                                  sharing=SharingSpec.preset("sep-emb"))
+    config = EncoderConfig.from_dict({**config.to_dict(), "dropout": 0.0, "attention_dropout": 0.0})
+    model = MaskedLM(config)
+    gen = torch.Generator().manual_seed(1)
+    ids = torch.randint(5, 40, (8, 12), generator=gen)
+    predict = torch.zeros(8, 12, dtype=torch.bool)
+    predict[:, ::4] = True  # the same number of targets in every row, so per-rank means average exactly
+    if shard:
+        ids, predict = ids[rank::world], predict[rank::world]
+    net = DistributedDataParallel(model, find_unused_parameters=True) if world > 1 else model
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    loss = net(ids, "fr", None, predict, ids[predict])
+    loss.backward()
+    opt.step()
+    if rank == 0:
+        torch.save(model.state_dict(), out)
+    if world > 1:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
