@@ -114,6 +114,8 @@ def test_apply_matches_fast_for_file_stdin_and_xz(sample, tmp_path):
     assert out.read_bytes() == reference
     streamed = run_xlt("bpe", "apply", "--codes", codes, input=fr.read_bytes(), check=True)
     assert streamed.stdout.encode("utf-8") == reference
+    piped = run_xlt("bpe", "apply", "--codes", codes, "/dev/stdin", input=fr.read_bytes(), check=True)
+    assert piped.stdout.encode("utf-8") == reference  # a pipe named as a file is streamed, not mapped
     fr_xz = tmp_path / "fr.txt.xz"
     fr_xz.write_bytes(lzma.compress(fr.read_bytes()))
     run_xlt("bpe", "apply", "--codes", codes, fr_xz, "-o", out, check=True)

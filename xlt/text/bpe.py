@@ -433,7 +433,8 @@ class BPE:
 
 
 def _is_plain_file(path: str) -> bool:
-    return path != "-" and not path.endswith((".gz", ".xz"))
+    """A regular uncompressed file, which fastBPE can map into memory (not a pipe like ``<(zcat ...)``)."""
+    return path != "-" and not path.endswith((".gz", ".xz")) and os.path.isfile(path)
 
 
 @contextlib.contextmanager
