@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import gzip
 import lzma
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -235,12 +237,9 @@ def test_bad_inputs_give_one_line_and_no_output(tmp_path):
 
 
 def test_a_missing_fast_tool_says_how_to_install_it(tmp_path):
-    import os
-    import sys
-
     good = tmp_path / "good.txt"
     good.write_text("low lower\n", encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "xlt", "bpe", "learn", "-n", "3", str(good)], capture_output=True, text=True,
-                          env={**os.environ, "XLT_FASTBPE": str(tmp_path / "no-fast")})
+    proc = subprocess.run([sys.executable, "-m", "xlt", "bpe", "learn", "-n", "3", str(good)], capture_output=True,
+                          text=True, env={**os.environ, "XLT_FASTBPE": str(tmp_path / "no-fast")})
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert "make install" in proc.stderr and "no-fast" in proc.stderr

@@ -109,7 +109,8 @@ def test_union_sums_counts_and_keeps_every_token(bpe_corpora, tmp_path):
 def test_prefix_lang_union_shares_no_token(bpe_corpora, tmp_path):
     en_vocab, fr_vocab = per_language_vocabs(bpe_corpora, tmp_path)
     out = tmp_path / "noanchor"
-    run_xlt("bpe", "union", "--prefix-lang", "--vocab", "en", en_vocab, "--vocab", "fr", fr_vocab, "-o", out, check=True)
+    run_xlt("bpe", "union", "--prefix-lang", "--vocab", "en", en_vocab, "--vocab", "fr", fr_vocab, "-o", out,
+            check=True)
     union, en, fr = Vocabulary.load(out), Vocabulary.load(en_vocab), Vocabulary.load(fr_vocab)
     assert union.prefix_lang and union.shared_tokens("en", "fr") == []
     assert len(union.tokens) == len(en.tokens) + len(fr.tokens)

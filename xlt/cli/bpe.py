@@ -32,7 +32,8 @@ def bpe() -> None:
 @bpe.command()
 @click.option("--merges", "-n", type=click.IntRange(min=1), required=True, metavar="N",
               help="Number of merge operations (the paper: 80000 joint, 40000 per language).")
-@click.option("--output", "-o", default="-", show_default=True, metavar="FILE", help="Codes file ('a b count' per line).")
+@click.option("--output", "-o", default="-", show_default=True, metavar="FILE",
+              help="Codes file ('a b count' per line).")
 @click.argument("corpora", nargs=-1, required=True)
 def learn(merges: int, output: str, corpora: tuple[str, ...]) -> None:
     """Learn BPE codes from one or more corpora (jointly), like `fast learnbpe N CORPUS ...`.
@@ -51,7 +52,8 @@ def learn(merges: int, output: str, corpora: tuple[str, ...]) -> None:
 
 @bpe.command()
 @click.option("--codes", "-c", required=True, metavar="FILE", help="fastBPE codes file.")
-@click.option("--vocab", "-v", default=None, metavar="FILE", help="Limit the output to subwords of this vocabulary (token count).")
+@click.option("--vocab", "-v", default=None, metavar="FILE",
+              help="Limit the output to subwords of this vocabulary (token count).")
 @click.option("--vocab-threshold", type=click.IntRange(min=1), default=None, metavar="N",
               help="Keep only vocabulary entries with a count of at least N (needs --vocab).")
 @click.option("--output", "-o", default="-", show_default=True, metavar="FILE", help="Output file.")
@@ -73,7 +75,8 @@ def apply(codes: str, vocab: Optional[str], vocab_threshold: Optional[int], outp
 
 
 @bpe.command()
-@click.option("--output", "-o", default="-", show_default=True, metavar="FILE", help="Vocabulary file ('token count' per line).")
+@click.option("--output", "-o", default="-", show_default=True, metavar="FILE",
+              help="Vocabulary file ('token count' per line).")
 @click.option("--lang", "languages", multiple=True, metavar="LANG",
               help="Language of each input, in order; writes the ownership sidecar VOCAB.langs.json.")
 @click.argument("inputs", nargs=-1, required=True)
@@ -92,7 +95,8 @@ def vocab(output: str, languages: tuple[str, ...], inputs: tuple[str, ...]) -> N
 
 @bpe.command()
 @LANG_FILE
-@click.option("--output", "-o", required=True, metavar="FILE", help="Union vocabulary (its sidecar VOCAB.langs.json is written too).")
+@click.option("--output", "-o", required=True, metavar="FILE",
+              help="Union vocabulary (its sidecar VOCAB.langs.json is written too).")
 @click.option("--prefix-lang", is_flag=True,
               help="Prefix every entry with its language (fr:chat) so no token is shared (No anchors).")
 def union(vocabs: tuple[tuple[str, str], ...], output: str, prefix_lang: bool) -> None:
