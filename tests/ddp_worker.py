@@ -40,6 +40,7 @@ def main() -> None:
     if rank == 0:
         torch.save(model.state_dict(), out)
     if world > 1:
+        dist.barrier()  # rank 0 has written; only then may the group go away under it
         dist.destroy_process_group()
 
 
