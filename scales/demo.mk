@@ -1,0 +1,13 @@
+# SCALE=demo: real data from the recipes, small models, a 2-core CPU.
+LINES        := 20000   # raw lines per language taken from its monolingual corpus
+DEV_LINES    := 1000    # of which the last ones form the dev set
+BPE_MERGES   := 8000    # joint merges (the paper: 80000)
+PRESET       := small
+BATCH        := 16
+STREAM_LEN   := 128
+STEPS        := 300
+WARMUP       := 100
+LR           := 5e-4
+EVAL_EVERY   := 100
+PRECISION    := fp32
+TORCHRUN     :=

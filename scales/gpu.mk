@@ -1,0 +1,13 @@
+# SCALE=gpu: one GPU, a few hours per language pair.
+LINES        := 2000000
+DEV_LINES    := 5000
+BPE_MERGES   := 40000
+PRESET       := wu2020
+BATCH        := 96
+STREAM_LEN   := 256
+STEPS        := 100000
+WARMUP       := 10000
+LR           := 1e-4
+EVAL_EVERY   := 5000
+PRECISION    := auto
+TORCHRUN     :=
