@@ -113,7 +113,7 @@ def machine_note(device: torch.device) -> str:
     if device.type == "cuda":
         return f"device {torch.cuda.get_device_name(device)}"
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    return f"device cpu, {torch.get_num_threads()} torch threads, {os.cpu_count()} cores, load average {load:.2f}"
+    return f"device cpu, {torch.get_num_threads()} torch thread(s), {os.cpu_count()} cores, load average {load:.2f}"
 
 
 def main() -> None:
@@ -125,11 +125,16 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--device", default="auto", help="auto (cuda when available), cpu or cuda")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads for torch (default: torch's choice); on a shared, loaded machine 1 "
+                             "thread gives steadier figures than threads that wait on each other")
     parser.add_argument("--dtype", choices=["fp32", "bf16"], default=None,
                         help="fp32 or bf16 autocast (default: bf16 on cuda, fp32 on cpu)")
     parser.add_argument("--peak-tflops", type=float, default=None,
                         help="peak for MFU (default: 989 on cuda, a measured matmul on cpu)")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     device = pick_device(args.device)
     dtype = args.dtype or ("bf16" if device.type == "cuda" else "fp32")
     torch.manual_seed(0)

@@ -93,9 +93,14 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--device", default="auto", help="auto (cuda when available), cpu or cuda")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads for torch (default: torch's choice); on a shared, loaded machine 1 "
+                             "thread gives steadier figures than threads that wait on each other")
     parser.add_argument("--dtype", choices=["fp32", "bf16"], default=None,
                         help="fp32 or bf16 autocast for both models (default: bf16 on cuda, fp32 on cpu)")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     try:
         import transformers
     except ImportError:
