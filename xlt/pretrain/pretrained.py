@@ -1,0 +1,115 @@
+"""Loading a pretrained run directory: the model plus everything that turns new text into its ids.
+
+Every later stage (``finetune``, ``extract``, ``align``, ``cka``, ``shift-decode``) starts from a
+RUN DIR, never from loose pieces that could disagree::
+
+    run = PretrainedRun.load("runs/en-fr.default")
+    ids = run.text("fr").encode_lines(["Le chat dort."])          # tokenize -> BPE -> ids
+    ids, starts = run.text("fr").encode_words(["Le", "chat", "dort", "."])   # CoNLL words
+    hidden = run.model.encoder(torch.tensor(ids), "fr").last_hidden_state
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import torch
+
+from xlt.model.config import EncoderConfig
+from xlt.model.heads import MaskedLM
+from xlt.pretrain.checkpoint import load_checkpoint
+from xlt.text.tokenize import Tokenizer
+from xlt.text.vocab import SPECIALS, UNK, Vocabulary
+from xlt.utils.errors import PathLike, XltError
+
+
+class TextPipeline:
+    """Raw text of one language -> subword ids, exactly as the run's training data was made."""
+
+    def __init__(self, lang: str, vocab: Vocabulary, tokenizer: Tokenizer, codes: Optional[str]):
+        from xlt.text.bpe import BPE
+
+        self.lang, self.vocab, self.tokenizer = lang, vocab, tokenizer
+        self.bpe = BPE(codes) if codes else None
+
+    def subwords(self, tokenized_lines: Sequence[str]) -> list[list[str]]:
+        """Already tokenized lines -> their subword tokens (``@@``-marked as in the BPE'd corpus)."""
+        lines = self.bpe.apply(list(tokenized_lines)) if self.bpe else list(tokenized_lines)
+        return [line.split() for line in lines]
+
+    def encode_lines(self, lines: Sequence[str]) -> list[list[int]]:
+        """Raw lines -> model ids (no special tokens added)."""
+        tokenized = [self.tokenizer.tokenize(line) for line in lines]
+        return [self.vocab.encode(sub, self.lang) for sub in self.subwords(tokenized)]
+
+    def encode_words(self, words: Sequence[str]) -> tuple[list[int], list[int]]:
+        """Pre-tokenized words (CoNLL) -> (ids, index of each word's first subword).
+
+        Each word is normalised like running text and segmented on its own, so a word is never
+        merged with its neighbours; a word the tokenizer reduces to nothing becomes ``<unk>``.
+        """
+        pieces = [self.tokenizer.tokenize(w) for w in words]
+        per_word = self.subwords(pieces)
+        ids: list[int] = []
+        starts: list[int] = []
+        for sub in per_word:
+            starts.append(len(ids))
+            ids.extend(self.vocab.encode(sub, self.lang) if sub else [SPECIALS.index(UNK)])
+        return ids, starts
+
+
+@dataclass
+class PretrainedRun:
+    """A pretrained model with its vocabulary and per-language text settings."""
+
+    path: str
+    model: MaskedLM
+    config: EncoderConfig
+    vocab: Vocabulary
+    text_settings: dict[str, dict]
+    step: int
+
+    @property
+    def languages(self) -> list[str]:
+        return list(self.config.languages)
+
+    @classmethod
+    def load(cls, run_dir: PathLike, checkpoint: str = "best", device: str | torch.device = "cpu") -> "PretrainedRun":
+        """Load ``RUN/checkpoints/{best,last}.pt`` with the run's vocabulary and text settings."""
+        run_dir = os.fspath(run_dir)
+        ckpt_path = os.path.join(run_dir, "checkpoints", f"{checkpoint}.pt")
+        for needed in ("config.json", "vocab", "text.json"):
+            if not os.path.exists(os.path.join(run_dir, needed)):
+                raise XltError(f"not a pretrained run directory (no {needed})", run_dir)
+        if not os.path.exists(ckpt_path):
+            raise XltError(f"no {checkpoint} checkpoint in this run directory", ckpt_path)
+        vocab = Vocabulary.load(os.path.join(run_dir, "vocab"))
+        state = load_checkpoint(ckpt_path)
+        if state.get("vocab_sha256") != vocab.sha256:
+            raise XltError("the run's vocabulary does not match the vocabulary its model was trained with",
+                           os.path.join(run_dir, "vocab"))
+        config = EncoderConfig.from_dict(state["model_config"], ckpt_path)
+        model = MaskedLM(config)
+        model.load_state_dict(state["model"])
+        model.to(device).eval()
+        with open(os.path.join(run_dir, "text.json"), encoding="utf-8") as f:
+            text_settings = json.load(f)
+        return cls(run_dir, model, config, vocab, text_settings, state.get("step", 0))
+
+    def text(self, lang: str) -> TextPipeline:
+        """The text pipeline of one of the model's languages."""
+        if lang not in self.text_settings:
+            raise XltError(f"language {lang!r} is not one of this model's ({', '.join(self.text_settings)})",
+                           self.path)
+        s = self.text_settings[lang]
+        codes = os.path.join(self.path, s["codes"]) if s.get("codes") else None
+        return TextPipeline(lang, self.vocab, Tokenizer(lang, s.get("lowercase", False), s.get("remove_accents", False)),
+                            codes)
+
+    def random_encoder_like(self, seed: int = 0) -> MaskedLM:
+        """A freshly initialised model of the same architecture (the CKA lower bound)."""
+        torch.manual_seed(seed)
+        return MaskedLM(self.config).eval()
