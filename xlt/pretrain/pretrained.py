@@ -22,7 +22,22 @@ from xlt.model.config import EncoderConfig
 from xlt.model.heads import MaskedLM
 from xlt.pretrain.checkpoint import load_checkpoint
 from xlt.text.tokenize import Tokenizer
-from xlt.text.vocab import SPECIALS, UNK, Vocabulary
+from xlt.text.vocab import EOS, SPECIALS, UNK, Vocabulary
+
+EOS_ID = SPECIALS.index(EOS)
+
+
+def model_input(*segments: Sequence[int]) -> list[int]:
+    """The model's input layout for one or more segments: ``</s> a </s> [b </s>]``.
+
+    Pretraining streams separate sentences with ``</s>``, so it also opens and closes every input,
+    as in XLM; position 0 (a ``</s>``) is the "first token" that sentence classifiers read.
+    """
+    out = [EOS_ID]
+    for seg in segments:
+        out.extend(seg)
+        out.append(EOS_ID)
+    return out
 from xlt.utils.errors import PathLike, XltError
 
 

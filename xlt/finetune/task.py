@@ -1,0 +1,85 @@
+"""The contract between a task (XNLI, NER, parsing) and the fine-tuning runner.
+
+A task knows its data format, how an example becomes model input through a pretrained run's text
+pipeline, its head (the network on top of the encoder: ``forward``, ``loss``, ``decode``), and its
+metrics. The runner knows nothing of any of these: it loops, selects and records.
+
+Shapes: B examples (or windows) per batch, T subword positions, D = d_model.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Sequence
+
+import torch
+from torch import Tensor, nn
+
+from xlt.pretrain.pretrained import TextPipeline
+
+
+@dataclass
+class Batch:
+    """One padded batch of one language.
+
+    Attributes:
+        input_ids: LongTensor[B, T] (``</s>``-bounded inputs, see ``xlt.pretrain.pretrained.model_input``).
+        padding_mask: BoolTensor[B, T], True at padding (None when no row is padded).
+        example_ids: which example each row belongs to (several rows per example for windowed NER).
+        fields: task tensors (labels, word start positions, heads, relations ...), each with batch dim B.
+    """
+
+    input_ids: Tensor
+    padding_mask: Tensor | None
+    example_ids: list[int]
+    fields: dict[str, Tensor] = field(default_factory=dict)
+
+    def to(self, device: torch.device | str) -> "Batch":
+        return Batch(self.input_ids.to(device), None if self.padding_mask is None else self.padding_mask.to(device),
+                     self.example_ids, {k: v.to(device) for k, v in self.fields.items()})
+
+
+class TaskHead(nn.Module, ABC):
+    """The network on top of the encoder's last hidden state (or a chosen layer's)."""
+
+    @abstractmethod
+    def forward(self, hidden: Tensor, batch: Batch) -> Any:
+        """hidden [B,T,D] -> task outputs (logits, arc/label scores ...)."""
+
+    @abstractmethod
+    def loss(self, outputs: Any, batch: Batch) -> Tensor:
+        """Mean loss of the batch (a scalar)."""
+
+    @abstractmethod
+    def decode(self, outputs: Any, batch: Batch) -> list[Any]:
+        """One prediction per row of the batch (labels, tag sequences, trees)."""
+
+
+class Task(ABC):
+    """What a task tells the runner. One instance per task; stateless apart from its settings."""
+
+    name: str          # "xnli", "ner", "parse"
+    main_metric: str   # the metric selection uses on the source dev set: "accuracy", "f1", "las"
+
+    @abstractmethod
+    def read(self, path: str) -> list[Any]:
+        """Examples of one split. Malformed input raises XltError(path, line); an empty split too."""
+
+    @abstractmethod
+    def labels(self, train_examples: Sequence[Any]) -> list[str]:
+        """The label inventory, from the training split only (unknown labels elsewhere are errors)."""
+
+    @abstractmethod
+    def make_head(self, d_model: int, labels: list[str]) -> TaskHead:
+        """A freshly initialised head (seeded by the caller)."""
+
+    @abstractmethod
+    def batches(self, examples: Sequence[Any], text: TextPipeline, labels: list[str], batch_size: int,
+                max_len: int, shuffle: bool, generator: torch.Generator | None) -> Iterator[Batch]:
+        """Encode and pad; with ``shuffle`` the order comes from ``generator`` (exact resume)."""
+
+    @abstractmethod
+    def evaluate(self, examples: Sequence[Any], predictions: dict[int, list[Any]], labels: list[str]) -> dict[str, float]:
+        """Metrics from per-example predictions: ``predictions[example_id]`` lists the decoded rows of
+        that example in batch order (one row, or several overlapping windows for NER)."""
