@@ -162,6 +162,10 @@ class Pretrainer:
         resuming = False
         if self.d.is_main:
             os.makedirs(self._path(""), exist_ok=True)
+            # A process killed while writing leaves its temporary file; we hold the lock, so it is stale.
+            for name in os.listdir(self._path("")):
+                if name.endswith(".tmp"):
+                    os.unlink(self._path(name))
             resuming = check_same_config(self.run_dir, resolved, MUTABLE_KEYS) and os.path.exists(self._path("last.pt"))
             self._describe(resolved)
         return distributed.broadcast_object(self.d, resuming)
