@@ -107,7 +107,7 @@ def union(vocabs: tuple[tuple[str, str], ...], output: str, prefix_lang: bool) -
       xlt bpe union --vocab en en.vocab --vocab fr fr.vocab -o vocab
       xlt bpe union --vocab en en.vocab --vocab fr fr.vocab --prefix-lang -o vocab.noanchor
     """
-    from xlt.text.bpe import union_vocabulary
+    from xlt.text.anchors import union_vocabulary
 
     union_vocabulary(vocabs, output, prefix_lang)
 
@@ -124,6 +124,6 @@ def anchors(vocabs: tuple[tuple[str, str], ...], json_path: Optional[str]) -> No
     Example:
       xlt bpe anchors --vocab en en.vocab --vocab fr fr.vocab --json anchors.json
     """
-    from xlt.text.bpe import report_anchors
+    from xlt.text.anchors import report_anchors
 
     report_anchors(vocabs, json_path)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import gzip
-import io
 import lzma
 import os
 import sys
