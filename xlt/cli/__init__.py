@@ -28,7 +28,7 @@ SUBCOMMANDS = {
     "pretrain": "xlt.cli.pretrain:pretrain",
     "finetune": "xlt.cli.finetune:finetune",
     "extract": "xlt.cli.analysis:extract",
-    "align": "xlt.cli.analysis:align",
+    "align": "xlt.cli.align:align",
     "cka": "xlt.cli.analysis:cka",
     "shift-decode": "xlt.cli.analysis:shift_decode",
     "report": "xlt.cli.report:report",

@@ -1,0 +1,1 @@
+"""Analyses of pretrained runs: representation extraction, CKA, language-mean shifts (and alignment)."""

@@ -1,0 +1,347 @@
+"""Per-layer representations of a pretrained run: the one forward pass every analysis shares.
+
+Text goes through the run's own tokenizer and BPE (``run.text(lang)``), is laid out as the model saw
+it in pretraining (``</s> ids </s>``, :func:`~xlt.pretrain.pretrained.model_input`), truncated to the
+model's ``max_positions``, batched longest-first and run once with every hidden state kept. Each
+input sequence contributes *rows*: a row is the mean of the hidden states over one span of
+positions, which covers every level with one code path:
+
+* sentence -- one span, the sentence's subwords (the two ``</s>`` excluded unless asked);
+* word     -- one span per pre-tokenized word: its first subword (``pooling="first"``) or all of
+  its subwords (``pooling="mean"``);
+* token    -- one span of length one per subword.
+
+Results are float32 arrays ``[L, rows, D]`` (L = selected layers, in the order asked; layer 0 is the
+embedding output, layer ``n`` the output of Transformer layer ``n``). Word and token levels also
+return a :class:`RowIndex` telling which rows belong to which sentence.
+
+Any encoder of the run's architecture can be used in place of the run's own model (``model=``),
+e.g. ``run.random_encoder_like(seed)`` for the CKA lower bound::
+
+    run = PretrainedRun.load("runs/en-fr")
+    X = sentence_vectors(run, "en", lines, layers=[0, 4, 8])               # [3, N, D]
+    R = sentence_vectors(run, "en", lines, model=run.random_encoder_like(0))
+    W, index = word_vectors(run, "fr", [["Le", "chat"], ["Il", "dort", "."]], pooling="mean")
+    W[:, index.rows(1)]                                                      # [L, 3, D]
+
+Shapes: L layers kept, B batch rows, T positions, D = d_model, R rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterator, Optional, Sequence
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from xlt.model.encoder import Encoder
+from xlt.pretrain.pretrained import PretrainedRun, model_input
+from xlt.text.vocab import PAD, SPECIALS
+from xlt.utils import log
+from xlt.utils.errors import XltError
+
+PAD_ID = SPECIALS.index(PAD)
+LEVELS = ("sentence", "word", "token")
+POOLINGS = ("first", "mean")
+
+Span = tuple[int, int]  # [start, end) positions in the model input
+Allocate = Callable[[tuple[int, ...]], np.ndarray]
+
+
+@dataclass
+class RowIndex:
+    """Which rows of a flattened ``[L, total, D]`` array belong to which input sentence.
+
+    Attributes:
+        offsets: int64 [N+1]; sentence ``i`` owns rows ``offsets[i]:offsets[i+1]``. A word-level
+            sentence truncated to the model's length keeps its first words only, so its row count
+            can be smaller than its number of words (``truncated`` counts such sentences).
+        token_ids: int64 [total] model ids of the rows (token level), else None.
+        truncated: number of sentences cut to ``max_positions``.
+    """
+
+    offsets: np.ndarray
+    token_ids: Optional[np.ndarray] = None
+    truncated: int = 0
+
+    def rows(self, i: int) -> slice:
+        return slice(int(self.offsets[i]), int(self.offsets[i + 1]))
+
+    def counts(self) -> np.ndarray:
+        """Rows per sentence, int64 [N]."""
+        return np.diff(self.offsets)
+
+
+def encoder_of(model: nn.Module) -> Encoder:
+    """The :class:`Encoder` of a ``MaskedLM`` (or the encoder itself)."""
+    encoder = getattr(model, "encoder", model)
+    if not isinstance(encoder, Encoder):
+        raise TypeError(f"expected a MaskedLM or an Encoder, got {type(model).__name__}")
+    return encoder
+
+
+def resolve_layers(n_layers: int, layers: Optional[Sequence[int]], source: Optional[str] = None) -> list[int]:
+    """``None`` -> all layers ``0..n_layers``; otherwise checked against the model (XltError if out of range)."""
+    if layers is None:
+        return list(range(n_layers + 1))
+    chosen = [int(layer) for layer in layers]
+    if not chosen:
+        raise XltError("no layers selected", source)
+    for layer in chosen:
+        if not 0 <= layer <= n_layers:
+            raise XltError(f"layer {layer} is out of range: the model has layers 0..{n_layers} "
+                           f"(0 = embeddings)", source)
+    return chosen
+
+
+def pad_batch(sequences: Sequence[Sequence[int]], device: torch.device | str = "cpu") -> tuple[Tensor, Optional[Tensor]]:
+    """Right-pad id lists -> (ids Long [B,T], padding_mask Bool [B,T] True at pad, or None if none is padded)."""
+    T = max(len(s) for s in sequences)
+    ids = torch.full((len(sequences), T), PAD_ID, dtype=torch.long)
+    for row, seq in enumerate(sequences):
+        ids[row, :len(seq)] = torch.as_tensor(seq, dtype=torch.long)
+    lengths = torch.tensor([len(s) for s in sequences])
+    mask = torch.arange(T)[None, :] >= lengths[:, None]
+    return ids.to(device), (mask.to(device) if bool(mask.any()) else None)
+
+
+def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> Iterator[list[int]]:
+    """Indices in batches of ``batch_size``, longest first (little padding, and the largest batch,
+    the one that may run out of memory, comes first)."""
+    if batch_size < 1:
+        raise XltError(f"batch size must be positive, got {batch_size}")
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    for start in range(0, len(order), batch_size):
+        yield order[start:start + batch_size]
+
+
+def truncate(ids: Sequence[int], max_positions: int) -> list[int]:
+    """Content ids cut so that ``</s> ids </s>`` fits the model's position table."""
+    return list(ids[:max_positions - 2])
+
+
+@torch.no_grad()
+def iter_span_means(model: nn.Module, lang: str, inputs: Sequence[Sequence[int]], spans: Sequence[Sequence[Span]],
+                    layers: Sequence[int], batch_size: int = 32, device: torch.device | str = "cpu",
+                    description: str = "extract") -> Iterator[tuple[list[int], list[Tensor]]]:
+    """Run ``model`` over ``inputs`` (full model inputs, </s>-bounded) and average hidden states over spans.
+
+    Yields, batch by batch (longest inputs first), ``(sequence_indices, pooled)`` where ``pooled[k]``
+    is a float32 CPU tensor [L, len(spans[sequence_indices[k]]), D]: row j is the mean of the states
+    of layers ``layers`` over positions ``spans[i][j]``. The model is put in eval mode (no dropout).
+    """
+    encoder = encoder_of(model).to(device).eval()
+    with log.progress(description, total=len(inputs), unit="sentences") as bar:
+        for batch in length_sorted_batches([len(s) for s in inputs], batch_size):
+            ids, padding_mask = pad_batch([inputs[i] for i in batch], device)
+            states = encoder(ids, lang, padding_mask, output_hidden_states=True).hidden_states
+            B, T = ids.shape
+            # Every position is assigned to (at most) one output row; the rest go to a dump row.
+            # index_add over positions then gives exact per-span sums in one pass for all layers.
+            row_of_position = torch.full((B, T), -1, dtype=torch.long)
+            span_sizes: list[int] = []
+            for b, i in enumerate(batch):
+                for start, end in spans[i]:
+                    row_of_position[b, start:end] = len(span_sizes)
+                    span_sizes.append(end - start)
+            n_rows = len(span_sizes)
+            row_of_position[row_of_position < 0] = n_rows
+            stacked = torch.stack([states[layer] for layer in layers]).float()  # [L,B,T,D]
+            L, D = stacked.shape[0], stacked.shape[-1]
+            sums = stacked.new_zeros(L, n_rows + 1, D)
+            sums.index_add_(1, row_of_position.view(-1).to(stacked.device), stacked.view(L, B * T, D))
+            sizes = torch.tensor(span_sizes, dtype=torch.float32, device=stacked.device)
+            means = (sums[:, :n_rows] / sizes[None, :, None]).cpu()
+            yield list(batch), list(torch.split(means, [len(spans[i]) for i in batch], dim=1))
+            bar.advance(len(batch))
+
+
+def _sentence_span(n_content: int, include_specials: bool) -> Span:
+    return (0, n_content + 2) if include_specials else (1, n_content + 1)
+
+
+def _fill(model: nn.Module, lang: str, inputs: list[list[int]], spans: list[list[Span]], layers: list[int],
+          offsets: np.ndarray, batch_size: int, device, allocate: Optional[Allocate], description: str) -> np.ndarray:
+    """Allocate ``[L, offsets[-1], D]`` and write each sequence's span means at its rows."""
+    encoder = encoder_of(model)
+    shape = (len(layers), int(offsets[-1]), encoder.config.d_model)
+    out = allocate(shape) if allocate is not None else np.empty(shape, dtype=np.float32)
+    if tuple(out.shape) != shape:
+        raise ValueError(f"allocate returned shape {tuple(out.shape)}, expected {shape}")
+    for batch, pooled in iter_span_means(model, lang, inputs, spans, layers, batch_size, device, description):
+        for i, vectors in zip(batch, pooled):
+            out[:, offsets[i]:offsets[i + 1]] = vectors.numpy()
+    return out
+
+
+def _encode_lines(run: PretrainedRun, lang: str, lines: Sequence[str]) -> tuple[list[list[int]], int]:
+    """Raw lines -> truncated content ids, and how many lines were truncated."""
+    limit = run.config.max_positions
+    encoded = run.text(lang).encode_lines(list(lines))
+    return [truncate(ids, limit) for ids in encoded], sum(len(ids) > limit - 2 for ids in encoded)
+
+
+def sentence_vectors(run: PretrainedRun, lang: str, lines: Sequence[str], layers: Optional[Sequence[int]] = None,
+                     batch_size: int = 32, device: torch.device | str = "cpu", include_specials: bool = False,
+                     model: Optional[nn.Module] = None, allocate: Optional[Allocate] = None,
+                     source: Optional[str] = None) -> np.ndarray:
+    """Mean-pooled sentence representations: float32 [L, N, D].
+
+    ``lines``: raw text (tokenized and BPE'd here). ``layers``: None = all, 0 = embeddings.
+    ``model``: another model of the run's architecture (default ``run.model``). ``allocate(shape)``
+    returns the output array (e.g. a memmap); ``source`` names the input in error messages.
+    A line with no subword at all is an error (its mean does not exist).
+    """
+    model = run.model if model is None else model
+    layers = resolve_layers(encoder_of(model).config.n_layers, layers, source)
+    content, truncated = _encode_lines(run, lang, lines)
+    for number, ids in enumerate(content, start=1):
+        if not ids and not include_specials:
+            raise XltError("empty sentence: no subwords to average", source, number)
+    if truncated:
+        log.info(f"{truncated} sentence(s) truncated to {run.config.max_positions} positions")
+    inputs = [model_input(ids) for ids in content]
+    spans = [[_sentence_span(len(ids), include_specials)] for ids in content]
+    offsets = np.arange(len(inputs) + 1, dtype=np.int64)
+    return _fill(model, lang, inputs, spans, layers, offsets, batch_size, device, allocate, "sentences")
+
+
+def word_vectors(run: PretrainedRun, lang: str, sentences_of_words: Sequence[Sequence[str]],
+                 layers: Optional[Sequence[int]] = None, pooling: str = "first", batch_size: int = 32,
+                 device: torch.device | str = "cpu", model: Optional[nn.Module] = None,
+                 allocate: Optional[Allocate] = None) -> tuple[np.ndarray, RowIndex]:
+    """Word representations of pre-tokenized sentences: (float32 [L, total_words, D], index).
+
+    Each word is segmented on its own (``encode_words``); ``pooling`` "first" takes its first
+    subword, "mean" averages all of its subwords. Sentence ``i``'s words are rows ``index.rows(i)``.
+    A sentence longer than the model keeps the words whose first subword fits (a word cut in two
+    is averaged over its subwords that fit).
+    """
+    if pooling not in POOLINGS:
+        raise XltError(f"unknown pooling {pooling!r} (one of: {', '.join(POOLINGS)})")
+    model = run.model if model is None else model
+    layers = resolve_layers(encoder_of(model).config.n_layers, layers)
+    text, limit = run.text(lang), run.config.max_positions
+    inputs, spans, counts, truncated = [], [], [], 0
+    for words in sentences_of_words:
+        ids, starts = text.encode_words(list(words))
+        ends = starts[1:] + [len(ids)]
+        kept = truncate(ids, limit)
+        truncated += len(kept) < len(ids)
+        # +1: position 0 of the model input is </s>.
+        sentence_spans = [(s + 1, (s + 2) if pooling == "first" else min(e, len(kept)) + 1)
+                          for s, e in zip(starts, ends) if s < len(kept)]
+        inputs.append(model_input(kept))
+        spans.append(sentence_spans)
+        counts.append(len(sentence_spans))
+    if truncated:
+        log.info(f"{truncated} sentence(s) truncated to {limit} positions; their last words have no vectors")
+    offsets = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64)
+    out = _fill(model, lang, inputs, spans, layers, offsets, batch_size, device, allocate, "sentences")
+    return out, RowIndex(offsets, None, truncated)
+
+
+def token_vectors(run: PretrainedRun, lang: str, lines: Sequence[str], layers: Optional[Sequence[int]] = None,
+                  batch_size: int = 32, device: torch.device | str = "cpu", include_specials: bool = False,
+                  model: Optional[nn.Module] = None, allocate: Optional[Allocate] = None) -> tuple[np.ndarray, RowIndex]:
+    """Every subword's representation: (float32 [L, total_tokens, D], index with ``token_ids``).
+
+    ``include_specials`` keeps the two ``</s>`` of every input as rows too.
+    """
+    model = run.model if model is None else model
+    layers = resolve_layers(encoder_of(model).config.n_layers, layers)
+    content, truncated = _encode_lines(run, lang, lines)
+    if truncated:
+        log.info(f"{truncated} sentence(s) truncated to {run.config.max_positions} positions")
+    inputs = [model_input(ids) for ids in content]
+    spans, token_ids = [], []
+    for seq in inputs:
+        start, end = _sentence_span(len(seq) - 2, include_specials)
+        spans.append([(p, p + 1) for p in range(start, end)])
+        token_ids.extend(seq[start:end])
+    offsets = np.concatenate([[0], np.cumsum([len(s) for s in spans], dtype=np.int64)]).astype(np.int64)
+    out = _fill(model, lang, inputs, spans, layers, offsets, batch_size, device, allocate, "sentences")
+    return out, RowIndex(offsets, np.asarray(token_ids, dtype=np.int64), truncated)
+
+
+def parse_layers(text: Optional[str]) -> Optional[list[int]]:
+    """``"0,4,8"`` -> [0, 4, 8]; None or "all" -> None (every layer)."""
+    if text is None or text.strip() in ("", "all"):
+        return None
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise XltError(f"--layers takes comma-separated layer numbers such as 0,4,8, got {text!r}") from None
+
+
+def load_model(run: PretrainedRun, random_seed: Optional[int]) -> nn.Module:
+    """The run's model, or a randomly initialised one of its architecture (``random_seed`` given)."""
+    return run.model if random_seed is None else run.random_encoder_like(random_seed)
+
+
+def extract_to_files(run_dir: str, lang: str, input_path: str, output: str, level: str = "sentence",
+                     pooling: str = "first", layers: Optional[Sequence[int]] = None, checkpoint: str = "best",
+                     batch_size: int = 32, device: str = "cpu", include_specials: bool = False,
+                     random_seed: Optional[int] = None) -> dict:
+    """``xlt extract``: write ``OUTPUT.npy`` (float32 [L, rows, D], a memmap-able .npy), ``OUTPUT.json``
+    (the header) and, for word/token levels, ``OUTPUT.index.npz`` (``offsets`` [N+1], ``token_ids``).
+
+    Word level reads one pre-tokenized sentence per line (words separated by spaces). Every file
+    goes through a temporary name; the header is written last. Returns the header.
+    """
+    import json
+    import os
+
+    from xlt.text.vocab import file_sha256
+    from xlt.utils.errors import require_file
+    from xlt.utils.textio import atomic_path, read_lines, write_json
+
+    if level not in LEVELS:
+        raise XltError(f"unknown level {level!r} (one of: {', '.join(LEVELS)})")
+    require_file(input_path, "input file")
+    lines = list(read_lines(input_path))
+    if not lines:
+        raise XltError("empty input: no sentences", input_path)
+    run = PretrainedRun.load(run_dir, checkpoint, device)
+    run.text(lang)  # unknown language -> one-line error before any work
+    model = load_model(run, random_seed)
+    layers = resolve_layers(run.config.n_layers, layers)
+    prefix = output[:-4] if output.endswith(".npy") else output
+    with atomic_path(prefix + ".npy") as tmp_npy, atomic_path(prefix + ".index.npz") as tmp_index:
+        def allocate(shape):
+            return np.lib.format.open_memmap(tmp_npy, mode="w+", dtype=np.float32, shape=shape)
+
+        index: Optional[RowIndex] = None
+        if level == "sentence":
+            out = sentence_vectors(run, lang, lines, layers, batch_size, device, include_specials, model, allocate,
+                                   source=input_path)
+        elif level == "word":
+            out, index = word_vectors(run, lang, [line.split() for line in lines], layers, pooling, batch_size,
+                                      device, model, allocate)
+        else:
+            out, index = token_vectors(run, lang, lines, layers, batch_size, device, include_specials, model,
+                                       allocate)
+        out.flush()
+        shape = list(out.shape)
+        del out
+        arrays = {"offsets": index.offsets if index else np.arange(len(lines) + 1, dtype=np.int64)}
+        if index is not None and index.token_ids is not None:
+            arrays["token_ids"] = index.token_ids
+        with open(tmp_index, "wb") as f:
+            np.savez(f, **arrays)
+    header = {
+        "run": os.path.abspath(run_dir), "checkpoint": checkpoint, "step": run.step,
+        "model": "pretrained" if random_seed is None else f"random:{random_seed}",
+        "lang": lang, "level": level, "pooling": pooling if level == "word" else "mean" if level == "sentence" else None,
+        "include_specials": include_specials if level != "word" else False,
+        "layers": layers, "shape": shape, "dtype": "float32",
+        "input": os.path.abspath(input_path) if input_path != "-" else "-",
+        "input_sha256": file_sha256(input_path) if input_path != "-" else None,
+        "count": len(lines), "truncated": index.truncated if index else None,
+        "vectors": os.path.basename(prefix + ".npy"), "index": os.path.basename(prefix + ".index.npz"),
+    }
+    write_json(prefix + ".json", header)
+    log.info(f"{prefix}.npy: {json.dumps(shape)} ({level}, layers {','.join(map(str, layers))})")
+    return header
