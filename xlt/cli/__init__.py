@@ -29,8 +29,6 @@ SUBCOMMANDS = {
     "finetune": "xlt.cli.finetune:finetune",
     "extract": "xlt.cli.analysis:extract",
     "align": "xlt.cli.align:align",
-    "cka": "xlt.cli.analysis:cka",
-    "shift-decode": "xlt.cli.analysis:shift_decode",
     "report": "xlt.cli.report:report",
 }
 
