@@ -1,0 +1,148 @@
+"""Nearest-neighbour and CSLS retrieval in blocks, and the scores of word/sentence retrieval.
+
+Every search here walks the key space in blocks of ``block_size`` rows and keeps a running top-k,
+so the full [queries x keys] similarity matrix never exists: a 200k x 200k CSLS search holds at most
+``block_size x block_size`` scores (plus the top-k lists) at a time, on CPU or on a GPU (torch).
+
+* :func:`topk_cosine` -- cosine nearest neighbours of each query.
+* :func:`mean_topk_cosine` -- the CSLS neighbourhood term ``r(v)``: mean cosine of ``v`` to its k
+  nearest neighbours in the other space (Conneau et al., 2018).
+* :func:`topk_csls` -- ``CSLS(x, y) = 2 cos(x, y) - r_T(x) - r_S(y)`` with k = 10 (MUSE).
+* :func:`precision_at_k` -- P@k where any gold translation counts (MUSE).
+* :func:`mean_reciprocal_rank` -- Liu et al. (2020) §3.1.1: cosine, the rank of the gold translation
+  among the candidates.
+
+Vectors are compared by cosine: rows are scaled to unit length here, so inputs need not be.
+Shapes: Q queries, K keys, D dimensions, k neighbours.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from xlt.utils.errors import XltError
+
+CSLS_K = 10
+BLOCK_SIZE = 8192
+
+
+def as_unit_tensor(X: np.ndarray | Tensor, device: torch.device | str = "cpu") -> Tensor:
+    """[N,D] -> float32 tensor on ``device`` with unit-length rows (zero rows stay zero)."""
+    X = torch.as_tensor(np.asarray(X, dtype=np.float32) if isinstance(X, np.ndarray) else X)
+    X = X.to(device=device, dtype=torch.float32)
+    return torch.nn.functional.normalize(X, dim=1)
+
+
+def _check_block(block_size: int) -> None:
+    if block_size < 1:
+        raise XltError(f"block size must be positive, got {block_size}")
+
+
+@torch.no_grad()
+def _blocked_topk(queries: Tensor, keys: Tensor, k: int, block_size: int,
+                  key_penalty: Optional[Tensor] = None, scale: float = 1.0) -> tuple[Tensor, Tensor]:
+    """Top-k of ``scale * q·key - key_penalty[key]`` over all keys, in blocks of both queries and keys.
+
+    queries [Q,D], keys [K,D] (unit rows), key_penalty [K] or None -> (scores [Q,k'], ids [Q,k']),
+    k' = min(k, K), best first. Each block contributes its own top-k, merged into a running top-k:
+    at most ``block_size x block_size`` scores exist at once. Exact ties may come out in any order.
+    """
+    _check_block(block_size)
+    Q, K = queries.shape[0], keys.shape[0]
+    k = min(k, K)
+    out_scores = torch.empty(Q, k, dtype=torch.float32, device=queries.device)
+    out_ids = torch.empty(Q, k, dtype=torch.long, device=queries.device)
+    for q0 in range(0, Q, block_size):
+        q = queries[q0:q0 + block_size]
+        best_s = torch.empty((q.shape[0], 0), device=q.device)
+        best_i = torch.empty((q.shape[0], 0), dtype=torch.long, device=q.device)
+        for k0 in range(0, K, block_size):
+            s = q @ keys[k0:k0 + block_size].T
+            if scale != 1.0:
+                s.mul_(scale)
+            if key_penalty is not None:
+                s.sub_(key_penalty[k0:k0 + block_size])
+            block_s, block_i = s.topk(min(k, s.shape[1]), dim=1)
+            merged_s, merged_i = torch.cat([best_s, block_s], 1), torch.cat([best_i, block_i + k0], 1)
+            best_s, pick = merged_s.topk(min(k, merged_s.shape[1]), dim=1)
+            best_i = merged_i.gather(1, pick)
+        out_scores[q0:q0 + q.shape[0]], out_ids[q0:q0 + q.shape[0]] = best_s, best_i
+    return out_scores, out_ids
+
+
+def topk_cosine(queries: np.ndarray | Tensor, keys: np.ndarray | Tensor, k: int = 10,
+                block_size: int = BLOCK_SIZE, device: torch.device | str = "cpu") -> tuple[np.ndarray, np.ndarray]:
+    """Cosine nearest neighbours: (similarities float32 [Q,k], key ids int64 [Q,k]), best first."""
+    s, i = _blocked_topk(as_unit_tensor(queries, device), as_unit_tensor(keys, device), k, block_size)
+    return s.cpu().numpy(), i.cpu().numpy()
+
+
+def mean_topk_cosine(vectors: np.ndarray | Tensor, space: np.ndarray | Tensor, k: int = CSLS_K,
+                     block_size: int = BLOCK_SIZE, device: torch.device | str = "cpu") -> np.ndarray:
+    """r(v): mean cosine of each row of ``vectors`` [N,D] to its k nearest rows of ``space`` [M,D]. -> [N]."""
+    s, _ = _blocked_topk(as_unit_tensor(vectors, device), as_unit_tensor(space, device), k, block_size)
+    return s.mean(dim=1).cpu().numpy()
+
+
+def topk_csls(queries: np.ndarray | Tensor, targets: np.ndarray | Tensor, k: int = 10,
+              source_space: np.ndarray | Tensor | None = None, csls_k: int = CSLS_K,
+              block_size: int = BLOCK_SIZE, device: torch.device | str = "cpu") -> tuple[np.ndarray, np.ndarray]:
+    """CSLS retrieval: (scores float32 [Q,k], target ids int64 [Q,k]), best first.
+
+    ``queries`` [Q,D] are (mapped) source vectors, ``targets`` [K,D] the target space and
+    ``source_space`` [S,D] the whole mapped source space (default: the queries), from which each
+    target's neighbourhood r_S(y) is computed. Scores are the full CSLS ``2cos - r_T(x) - r_S(y)``.
+    """
+    q, t = as_unit_tensor(queries, device), as_unit_tensor(targets, device)
+    s_space = q if source_space is None else as_unit_tensor(source_space, device)
+    r_source = _blocked_topk(t, s_space, csls_k, block_size)[0].mean(dim=1)  # r_S(y) [K]
+    r_target = _blocked_topk(q, t, csls_k, block_size)[0].mean(dim=1)  # r_T(x) [Q]
+    s, i = _blocked_topk(q, t, k, block_size, key_penalty=r_source, scale=2.0)
+    return (s - r_target[:, None]).cpu().numpy(), i.cpu().numpy()
+
+
+def precision_at_k(predicted: np.ndarray, gold: Sequence[set[int] | frozenset[int]],
+                   ks: Sequence[int] = (1, 5, 10)) -> dict[str, float]:
+    """P@k: the share of queries with ANY gold id among their first k predictions (MUSE).
+
+    predicted int [Q,>=max(ks)] ranked ids; gold: one set of correct ids per query.
+    Returns {"p@1": ..., "p@5": ..., ...} as fractions in [0, 1].
+    """
+    if len(gold) != len(predicted):
+        raise ValueError(f"{len(predicted)} predictions for {len(gold)} gold sets")
+    if len(gold) == 0:
+        raise XltError("no query to evaluate")
+    hits = np.array([[p in g for p in row] for row, g in zip(np.asarray(predicted).tolist(), gold)], dtype=bool)
+    if hits.shape[1] < max(ks):
+        raise ValueError(f"need {max(ks)} predictions per query, got {hits.shape[1]}")
+    return {f"p@{k}": float(hits[:, :k].any(axis=1).mean()) for k in ks}
+
+
+@torch.no_grad()
+def mean_reciprocal_rank(queries: np.ndarray | Tensor, candidates: np.ndarray | Tensor,
+                         gold: Sequence[set[int] | frozenset[int]], block_size: int = BLOCK_SIZE,
+                         device: torch.device | str = "cpu") -> float:
+    """Liu et al. (2020) Eq. 2: mean over queries of 1 / rank of the gold among ``candidates`` by cosine.
+
+    With several gold translations the best-ranked one counts (as for P@k). rank = 1 + the number
+    of candidates scoring strictly higher than it, so ties are resolved in the query's favour.
+    Counting needs no sort: one blocked pass over the candidates.
+    """
+    _check_block(block_size)
+    if len(gold) != len(queries):
+        raise ValueError(f"{len(queries)} queries for {len(gold)} gold sets")
+    if len(gold) == 0:
+        raise XltError("no query to evaluate")
+    q, c = as_unit_tensor(queries, device), as_unit_tensor(candidates, device)
+    gold_score = torch.stack([(c[sorted(g)] @ q[n]).max() for n, g in enumerate(gold)])  # [Q]
+    higher = torch.zeros(len(gold), dtype=torch.long, device=q.device)
+    for q0 in range(0, q.shape[0], block_size):
+        rows = slice(q0, q0 + block_size)
+        for c0 in range(0, c.shape[0], block_size):
+            s = q[rows] @ c[c0:c0 + block_size].T
+            higher[rows] += (s > gold_score[rows, None]).sum(dim=1)
+    return float((1.0 / (higher.double() + 1.0)).mean())
