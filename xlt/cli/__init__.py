@@ -29,6 +29,7 @@ SUBCOMMANDS = {
     "finetune": "xlt.cli.finetune:finetune",
     "extract": "xlt.cli.analysis:extract",
     "align": "xlt.cli.align:align",
+    "cka": "xlt.cli.analysis:cka",
     "report": "xlt.cli.report:report",
 }
 

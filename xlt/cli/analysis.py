@@ -48,3 +48,99 @@ def extract(run_dir: str, lang: str, level: str, pooling: str, layers: Optional[
 
     extract_to_files(run_dir, lang, input_path, output, level, pooling, parse_layers(layers), checkpoint,
                      batch_size, device, include_specials, random_seed)
+
+
+def _prefix(output: str, suffix: str) -> str:
+    return output[:-len(suffix)] if output.endswith(suffix) else output
+
+
+@click.group()
+def cka() -> None:
+    """Linear CKA between layer representations of parallel sentences (Wu et al. 2020, Figure 7).
+
+    `compare` computes one column (two models, two languages in one model, or a model against a
+    randomly initialised one); `table` lays several columns out as Figure 7.
+
+    \b
+    Example (the en-fr columns of Figure 7 on the XNLI dev premises):
+      cut -f1 data/xnli/dev-en.tsv > en.txt; cut -f1 data/xnli/dev-fr.tsv > fr.txt
+      xlt cka compare --model-a runs/en-fr --lang-a en --text-a en.txt \\
+          --lang-b fr --text-b fr.txt --label en-fr --column Bilingual -o cka/en-fr.bi
+      xlt cka table cka/en-fr.bi.json cka/en-fr.mono.json cka/en-fr.random.json -o cka/fig7
+    """
+
+
+@cka.command()
+@click.option("--model-a", help="Run directory of side A (with --lang-a and --text-a).")
+@click.option("--lang-a", help="Language of side A.")
+@click.option("--text-a", type=click.Path(), help="Side A's sentences, one per line.")
+@click.option("--reps-a", help="Instead: an `xlt extract` sentence-level output prefix for side A.")
+@click.option("--model-b", help="Run directory of side B [default: --model-a].")
+@click.option("--lang-b", help="Language of side B.")
+@click.option("--text-b", type=click.Path(), help="Side B's sentences, line-parallel to side A's.")
+@click.option("--reps-b", help="Instead: an `xlt extract` sentence-level output prefix for side B.")
+@click.option("--random-b", type=int, default=None,
+              help="Side B through a randomly initialised model of --model-b's architecture, with this seed.")
+@click.option("--label", default="", help="Column group in the table, e.g. en-fr.")
+@click.option("--column", default="", help="Column name within the group, e.g. Bilingual, Monolingual, Random.")
+@click.option("--layers", default=None, help="Comma-separated layers, 0 = embeddings [default: all].")
+@click.option("--matrix", is_flag=True, help="Also every layer of A against every layer of B.")
+@click.option("--debiased", is_flag=True, help="Unbiased HSIC estimator (Song et al. 2012) instead of the plain one.")
+@click.option("--n-sentences", type=int, default=None, help="Use the first N sentences only [default: all].")
+@click.option("--include-specials", is_flag=True, help="Average over the two </s> of each sentence too.")
+@click.option("--retrieval", type=click.Path(), default=None,
+              help='Sentence-retrieval result {"layers": [...], "p_at_1": [...]}: report the Pearson r.')
+@click.option("--checkpoint", type=click.Choice(["best", "last"]), default="best", show_default=True)
+@click.option("--batch-size", type=int, default=32, show_default=True)
+@click.option("--device", default="cpu", show_default=True)
+@click.option("-o", "--output", required=True, help="Output prefix: OUT.json, OUT.png.")
+def compare(model_a, lang_a, text_a, reps_a, model_b, lang_b, text_b, reps_b, random_b, label, column, layers,
+            matrix, debiased, n_sentences, include_specials, retrieval, checkpoint, batch_size, device,
+            output) -> None:
+    """CKA per layer between two sides holding the same parallel sentences.
+
+    \b
+    Example (one model, two languages):
+      xlt cka compare --model-a runs/en-fr --lang-a en --text-a en.txt \\
+          --lang-b fr --text-b fr.txt --label en-fr --column Bilingual --matrix -o cka/en-fr.bi
+    \b
+    Example (two monolingual models; the random-encoder lower bound):
+      xlt cka compare --model-a runs/en --lang-a en --text-a en.txt \\
+          --model-b runs/fr --lang-b fr --text-b fr.txt --label en-fr --column Monolingual -o cka/en-fr.mono
+      xlt cka compare --model-a runs/en --lang-a en --text-a en.txt --model-b runs/fr --random-b 0 \\
+          --lang-b fr --text-b fr.txt --label en-fr --column Random -o cka/en-fr.random
+    """
+    from xlt.analysis.cka import CompareSettings, Side, compare as run_compare, write_column
+    from xlt.analysis.extract import parse_layers
+
+    a = _side("a", model_a, lang_a, text_a, reps_a, None)
+    b = _side("b", model_b or model_a, lang_b, text_b, reps_b, random_b)
+    settings = CompareSettings(parse_layers(layers), debiased, matrix, n_sentences, include_specials, checkpoint,
+                               batch_size, device)
+    write_column(run_compare(a, b, settings, label, column, retrieval), _prefix(output, ".json"))
+
+
+def _side(name: str, run, lang, text, reps, random_seed):
+    from xlt.analysis.cka import Side
+    from xlt.utils.errors import XltError
+
+    if reps:
+        return Side(reps=reps)
+    if not (run and lang and text):
+        raise XltError(f"side {name.upper()} needs --model-{name}, --lang-{name} and --text-{name}, or --reps-{name}")
+    return Side(run, lang, text, random_seed)
+
+
+@cka.command()
+@click.argument("columns", nargs=-1, required=True, type=click.Path())
+@click.option("-o", "--output", required=True, help="Output prefix: OUT.json, OUT.tsv, OUT.png.")
+def table(columns: tuple[str, ...], output: str) -> None:
+    """Lay out `xlt cka compare` outputs as Figure 7: rows L0..Ln and AVER, one column per file.
+
+    \b
+    Example:
+      xlt cka table cka/en-fr.bi.json cka/en-fr.mono.json cka/en-fr.random.json -o cka/fig7
+    """
+    from xlt.analysis.cka import assemble_table, write_table
+
+    write_table(assemble_table(columns), _prefix(output, ".json"))
