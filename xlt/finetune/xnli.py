@@ -1,0 +1,134 @@
+"""XNLI: premise/hypothesis pairs -> entailment, neutral or contradiction (Wu et al. 2020, §3.2).
+
+Data: one pair per line, ``premise<TAB>hypothesis<TAB>label``, no header: the English training
+file ``data/nli/mnli/mnli_20k.tsv`` and ``data/xnli/{dev,test}-LANG.tsv``.
+
+Input: ``</s> premise </s> hypothesis </s>`` (:func:`~xlt.pretrain.pretrained.model_input`), cut
+to ``max_len`` by dropping the last subword of the longer segment (the hypothesis on a tie) until
+it fits. Head: the state at position 0 (the "first token") -> dropout -> linear softmax classifier.
+Metric: accuracy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator, Optional, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from xlt.finetune.inputs import EncodingMemo, example_order, pad_ids, settings_from
+from xlt.finetune.metrics import accuracy
+from xlt.finetune.task import Batch, Task, TaskHead
+from xlt.pretrain.pretrained import TextPipeline, model_input
+from xlt.utils.errors import XltError
+from xlt.utils.textio import read_numbered_lines
+
+NLI_LABELS = ("entailment", "neutral", "contradiction")
+SPECIAL_POSITIONS = 3      # the three </s> of a pair input
+
+
+@dataclass(eq=False)   # identity hashing: examples are keys of the encoding memo
+class NLIPair:
+    premise: str
+    hypothesis: str
+    label: str
+    path: str
+    line: int
+
+
+@dataclass
+class XNLISettings:
+    dropout: float = field(default=0.1, metadata={"help": "dropout before the classifier (XLM: 0.1)"})
+
+
+def truncate_pair(a: list[int], b: list[int], budget: int) -> tuple[list[int], list[int]]:
+    """Drop last subwords of the longer of ``a``/``b`` (``b`` on a tie) until ``len(a)+len(b) <= budget``."""
+    excess = len(a) + len(b) - budget
+    if excess <= 0:
+        return a, b
+    if budget < 2:
+        raise XltError(f"max_len must leave room for one subword per segment, got {budget + SPECIAL_POSITIONS}")
+    # Longest-first, one subword at a time, in closed form: first even the lengths out, then cut both.
+    na, nb = len(a), len(b)
+    even = min(excess, abs(na - nb))
+    if na > nb:
+        na -= even
+    else:
+        nb -= even
+    rest = excess - even
+    na, nb = na - rest // 2, nb - (rest - rest // 2)
+    return a[:na], b[:nb]
+
+
+class ClassifierHead(TaskHead):
+    """First-token classifier: hidden [B,T,D] -> logits [B,C]."""
+
+    def __init__(self, d_model: int, labels: Sequence[str], dropout: float):
+        super().__init__()
+        self.labels = list(labels)
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(d_model, len(self.labels))
+
+    def forward(self, hidden: Tensor, batch: Batch) -> Tensor:
+        return self.classifier(self.dropout(hidden[:, 0]))
+
+    def loss(self, outputs: Tensor, batch: Batch) -> Tensor:
+        return F.cross_entropy(outputs, batch.fields["label"])
+
+    def decode(self, outputs: Tensor, batch: Batch) -> list[str]:
+        return [self.labels[i] for i in outputs.argmax(-1).tolist()]
+
+
+class XNLITask(Task):
+    name = "xnli"
+    main_metric = "accuracy"
+    Settings = XNLISettings
+
+    def __init__(self, **settings) -> None:
+        self.settings = settings_from(XNLISettings, settings, self.name)
+        self._memo = EncodingMemo()
+
+    def read(self, path: str) -> list[NLIPair]:
+        pairs = []
+        for lineno, line in read_numbered_lines(path):
+            columns = line.split("\t")
+            if len(columns) != 3:
+                raise XltError(f"expected premise<TAB>hypothesis<TAB>label, got {len(columns)} column(s)", path, lineno)
+            premise, hypothesis, label = columns
+            if label not in NLI_LABELS:
+                raise XltError(f"unknown label {label!r}; expected one of {', '.join(NLI_LABELS)}", path, lineno)
+            if not premise.strip() or not hypothesis.strip():
+                raise XltError("empty premise or hypothesis", path, lineno)
+            pairs.append(NLIPair(premise, hypothesis, label, path, lineno))
+        if not pairs:
+            raise XltError("no examples in this split", path)
+        return pairs
+
+    def labels(self, train_examples: Sequence[NLIPair]) -> list[str]:
+        # The label set is the task's, not the data's: a head always has the three classes.
+        return list(NLI_LABELS)
+
+    def make_head(self, d_model: int, labels: list[str]) -> ClassifierHead:
+        return ClassifierHead(d_model, labels, self.settings.dropout)
+
+    def batches(self, examples: Sequence[NLIPair], text: TextPipeline, labels: list[str], batch_size: int,
+                max_len: int, shuffle: bool, generator: Optional[torch.Generator]) -> Iterator[Batch]:
+        label_id = {label: i for i, label in enumerate(labels)}
+        order = example_order(len(examples), shuffle, generator)
+        for start in range(0, len(order), batch_size):
+            chosen = order[start:start + batch_size]
+            rows = []
+            for i in chosen:
+                pair = examples[i]
+                a, b = self._memo.get(text, pair, lambda: text.encode_lines([pair.premise, pair.hypothesis]))
+                rows.append(model_input(*truncate_pair(a, b, max_len - SPECIAL_POSITIONS)))
+            input_ids, padding_mask = pad_ids(rows)
+            gold = torch.tensor([label_id[examples[i].label] for i in chosen], dtype=torch.long)
+            yield Batch(input_ids, padding_mask, chosen, {"label": gold})
+
+    def evaluate(self, examples: Sequence[NLIPair], predictions: dict[int, list[str]],
+                 labels: list[str]) -> dict[str, float]:
+        predicted = [predictions[i][0] for i in range(len(examples))]
+        return {"accuracy": accuracy([e.label for e in examples], predicted)}
