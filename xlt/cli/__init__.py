@@ -30,6 +30,7 @@ SUBCOMMANDS = {
     "extract": "xlt.cli.analysis:extract",
     "align": "xlt.cli.align:align",
     "cka": "xlt.cli.analysis:cka",
+    "shift-decode": "xlt.cli.analysis:shift_decode",
     "report": "xlt.cli.report:report",
 }
 

@@ -144,3 +144,118 @@ def table(columns: tuple[str, ...], output: str) -> None:
     from xlt.analysis.cka import assemble_table, write_table
 
     write_table(assemble_table(columns), _prefix(output, ".json"))
+
+
+@click.group("shift-decode")
+def shift_decode() -> None:
+    """Mean of Language, mean difference shift, unsupervised token translation (Liu et al. 2020, §4).
+
+    `means` averages one language's hidden states per layer; `shift` pairs two means into the file
+    that `xlt finetune --shift` reads; `translate` decodes source text shifted towards the target
+    for every layer x alpha (BLEU-1 and convert rate); `table` lays results out as Liu et al.'s Table 2.
+
+    \b
+    Example (en->fr on the XNLI test premises):
+      xlt shift-decode means --model runs/en-fr --lang en held-out.en -o means.en.npz
+      xlt shift-decode means --model runs/en-fr --lang fr held-out.fr -o means.fr.npz
+      xlt shift-decode shift --src means.en.npz --tgt means.fr.npz -o shift.en-fr.npz
+      cut -f1 data/xnli/test-en.tsv | uniq > test.en; cut -f1 data/xnli/test-fr.tsv | uniq > test.fr
+      xlt shift-decode translate --model runs/en-fr --shift shift.en-fr.npz \\
+          --input test.en --reference test.fr -o en-fr.json
+      xlt shift-decode table en-fr.json fr-en.json --layer 7 --alpha 3 -o table2
+    """
+
+
+@shift_decode.command()
+@click.option("--model", "run_dir", required=True, type=click.Path(file_okay=False), help=RUN_HELP)
+@click.option("--lang", required=True, help="Language of the text.")
+@click.option("--n-sentences", type=int, default=10000, show_default=True,
+              help="Average over the first N sentences (a fixed sample, so means are comparable).")
+@click.option("--include-specials", is_flag=True, help="Average over the </s> around each sentence too.")
+@click.option("--checkpoint", type=click.Choice(["best", "last"]), default="best", show_default=True)
+@click.option("--batch-size", type=int, default=32, show_default=True)
+@click.option("--device", default="cpu", show_default=True)
+@click.argument("text", type=click.Path())
+@click.option("-o", "--output", required=True, help="Means file (.npz: mean [n_layers+1, d_model], header).")
+def means(run_dir, lang, n_sentences, include_specials, checkpoint, batch_size, device, text, output) -> None:
+    """Mean of Language: the mean hidden state of every layer over every subword of held-out TEXT.
+
+    \b
+    Example:
+      xlt shift-decode means --model runs/en-fr --lang fr --n-sentences 10000 held-out.fr -o means.fr.npz
+    """
+    from xlt.analysis.shift import compute_means
+
+    compute_means(run_dir, lang, text, output, n_sentences, include_specials, checkpoint, batch_size, device)
+
+
+@shift_decode.command()
+@click.option("--src", "src_means", required=True, type=click.Path(), help="Means file of the source language.")
+@click.option("--tgt", "tgt_means", required=True, type=click.Path(), help="Means file of the target language.")
+@click.option("-o", "--output", required=True, help="Shift file (.npz: mean_src, mean_tgt, header).")
+def shift(src_means: str, tgt_means: str, output: str) -> None:
+    """Pair two means of one model into a shift file (D(l) = mean_tgt(l) - mean_src(l)).
+
+    \b
+    Example:
+      xlt shift-decode shift --src means.en.npz --tgt means.fr.npz -o shift.en-fr.npz
+    """
+    from xlt.analysis.shift import LanguageShift
+
+    LanguageShift.from_means(src_means, tgt_means).save(output)
+
+
+@shift_decode.command()
+@click.option("--model", "run_dir", required=True, type=click.Path(file_okay=False), help=RUN_HELP)
+@click.option("--shift", "shift_path", required=True, type=click.Path(), help="Shift file (xlt shift-decode shift).")
+@click.option("--input", "input_path", required=True, type=click.Path(), help="Source-language text, one per line.")
+@click.option("--reference", required=True, type=click.Path(), help="Reference translations, line-parallel.")
+@click.option("--layers", default=None, help="Layers to shift after (0 = embeddings) [default: 1..n_layers].")
+@click.option("--alphas", default="1,2,3", show_default=True, help="Comma-separated shift weights.")
+@click.option("--n-sentences", type=int, default=None, help="Use the first N sentences only.")
+@click.option("--token-set", "token_sets", type=(str, click.Path()), multiple=True, metavar="LANG BPE_TEXT",
+              help="Token set of a language from its BPE'd text [default: the vocabulary's ownership].")
+@click.option("--decode-lang", default=None, help="Language whose MLM head decodes [default: the source].")
+@click.option("--samples", type=int, default=3, show_default=True, help="Decoded sentences kept in the output.")
+@click.option("--checkpoint", type=click.Choice(["best", "last"]), default="best", show_default=True)
+@click.option("--batch-size", type=int, default=32, show_default=True)
+@click.option("--device", default="cpu", show_default=True)
+@click.option("-o", "--output", required=True, help="Result JSON (grid of layer x alpha, best, samples).")
+def translate(run_dir, shift_path, input_path, reference, layers, alphas, n_sentences, token_sets, decode_lang,
+              samples, checkpoint, batch_size, device, output) -> None:
+    """Unsupervised token translation: shift after layer l by alpha * D(l), decode every position.
+
+    \b
+    Example:
+      xlt shift-decode translate --model runs/en-fr --shift shift.en-fr.npz \\
+          --input test.en --reference test.fr --layers 4,6,7,8 --alphas 1,2,3 -o en-fr.json
+    """
+    from xlt.analysis.extract import parse_layers
+    from xlt.analysis.shift import TranslateSettings, translate as run_translate, write_translate
+    from xlt.utils.errors import XltError
+
+    try:
+        weights = tuple(float(a) for a in alphas.split(",") if a.strip())
+    except ValueError:
+        raise XltError(f"--alphas takes comma-separated numbers such as 1,2,3, got {alphas!r}") from None
+    settings = TranslateSettings(parse_layers(layers), weights, n_sentences, decode_lang, checkpoint, batch_size,
+                                 device, samples)
+    write_translate(run_translate(run_dir, shift_path, input_path, reference, settings, dict(token_sets)), output)
+
+
+@shift_decode.command("table")
+@click.argument("results", nargs=-1, required=True, type=click.Path())
+@click.option("--layer", type=int, required=True, help="Layer of the fixed-setting BLEU-1 row (Liu et al.: 11).")
+@click.option("--alpha", type=float, default=3.0, show_default=True, help="Alpha of the fixed-setting BLEU-1 row.")
+@click.option("--cr-layer", type=int, default=None, help="Layer of the convert-rate rows [default: --layer].")
+@click.option("-o", "--output", required=True, help="Output prefix: OUT.json, OUT.tsv.")
+def shift_table(results, layer, alpha, cr_layer, output) -> None:
+    """Lay `translate` results out as Liu et al.'s Table 2, one column per direction.
+
+    \b
+    Example:
+      xlt shift-decode table en-fr.json fr-en.json --layer 7 --alpha 3 --cr-layer 6 -o table2
+    """
+    from xlt.analysis.shift import assemble_table2, write_table2
+
+    write_table2(assemble_table2(results, layer, alpha, cr_layer), _prefix(output, ".json"))

@@ -1,0 +1,398 @@
+"""Language means, the mean difference shift, and unsupervised token translation (Liu et al. 2020, §4).
+
+* Mean of Language ``R_L(l)``: the mean hidden state of layer ``l`` over every non-special token of
+  a fixed number of held-out sentences of language L (a token mean, Liu et al.'s E over x and i;
+  not a mean of sentence means, which would over-weight short sentences).
+* Mean Difference Shift ``D(l) = R_tgt(l) - R_src(l)``.
+* Shift decoding: run a source sentence to layer ``l``, add ``alpha * D(l)`` to every position's
+  state, run the remaining layers and take the MLM head's argmax at every position, nothing masked.
+
+Files (both ``.npz``, loadable with ``allow_pickle=False``; ``header`` is a JSON string):
+
+* means: ``mean`` float32 [n_layers+1, D] (row 0 = embeddings), ``header`` {"format": "xlt-means/1",
+  run, step, lang, sentences, tokens, include_specials, text, text_sha256}.
+* shift (what ``xlt finetune --shift`` reads): ``mean_src``, ``mean_tgt`` float32 [n_layers+1, D],
+  ``header`` {"format": "xlt-shift/1", "src", "tgt", run, step, d_model, n_layers}; the shift
+  towards the target is ``mean_tgt - mean_src`` (:meth:`LanguageShift.difference`).
+
+Shapes: L = n_layers + 1 rows (layer 0 = embeddings), D = d_model, B batch rows, T positions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Iterator, Optional, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from xlt.analysis.extract import encoder_of, iter_span_means, length_sorted_batches, pad_batch, truncate
+from xlt.pretrain.pretrained import PretrainedRun, model_input
+from xlt.text.vocab import SPECIALS
+from xlt.utils import log
+from xlt.utils.errors import XltError, require_file
+from xlt.utils.textio import atomic_path
+
+MEANS_FORMAT = "xlt-means/1"
+SHIFT_FORMAT = "xlt-shift/1"
+
+
+def _save_npz(path: str, header: dict, **arrays: np.ndarray) -> None:
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as f:
+            np.savez(f, header=np.array(json.dumps(header)), **arrays)
+
+
+def _load_npz(path: str, expected_format: str, keys: Sequence[str]) -> tuple[dict, dict]:
+    require_file(path, "npz file")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            header = json.loads(str(data["header"]))
+            arrays = {k: data[k] for k in keys}
+    except (ValueError, KeyError, OSError) as e:
+        raise XltError(f"not an {expected_format} file ({e})", path) from None
+    if header.get("format") != expected_format:
+        raise XltError(f"not an {expected_format} file (format {header.get('format')!r})", path)
+    return header, arrays
+
+
+@torch.no_grad()
+def language_mean(run: PretrainedRun, lang: str, lines: Sequence[str], batch_size: int = 32,
+                  device: torch.device | str = "cpu", include_specials: bool = False,
+                  model: Optional[nn.Module] = None) -> tuple[np.ndarray, int]:
+    """Mean of Language of every layer: (float32 [n_layers+1, D], number of tokens averaged).
+
+    Every (non-special) token of every line weighs the same; sums are kept in float64.
+    """
+    model = run.model if model is None else model
+    n_layers = encoder_of(model).config.n_layers
+    content = [truncate(ids, run.config.max_positions) for ids in run.text(lang).encode_lines(list(lines))]
+    inputs = [model_input(ids) for ids in content]
+    spans = [[(0, len(seq)) if include_specials else (1, len(seq) - 1)] for seq in inputs]
+    keep = [i for i, s in enumerate(spans) if s[0][1] > s[0][0]]  # lines with no subword add nothing
+    if not keep:
+        raise XltError("no tokens to average: every line is empty")
+    total = np.zeros((n_layers + 1, encoder_of(model).config.d_model))
+    tokens = 0
+    for batch, pooled in iter_span_means(model, lang, [inputs[i] for i in keep], [spans[i] for i in keep],
+                                         list(range(n_layers + 1)), batch_size, device, "language mean"):
+        for i, sentence_mean in zip(batch, pooled):
+            start, end = spans[keep[i]][0]
+            total += sentence_mean[:, 0].double().numpy() * (end - start)
+            tokens += end - start
+    return (total / tokens).astype(np.float32), tokens
+
+
+def save_means(path: str, mean: np.ndarray, header: dict) -> None:
+    _save_npz(path, {"format": MEANS_FORMAT, **header}, mean=mean.astype(np.float32))
+
+
+def load_means(path: str) -> tuple[np.ndarray, dict]:
+    """A means file -> (mean [n_layers+1, D], header)."""
+    header, arrays = _load_npz(path, MEANS_FORMAT, ["mean"])
+    return arrays["mean"], header
+
+
+def compute_means(run_dir: str, lang: str, text: str, output: str, n_sentences: int = 10000,
+                  include_specials: bool = False, checkpoint: str = "best", batch_size: int = 32,
+                  device: str = "cpu") -> dict:
+    """``xlt shift-decode means``: Mean of Language over the first ``n_sentences`` lines of ``text``."""
+    from itertools import islice
+
+    from xlt.text.vocab import file_sha256
+    from xlt.utils.textio import read_lines
+
+    lines = list(islice(read_lines(require_file(text, "text file")), n_sentences))
+    run = PretrainedRun.load(run_dir, checkpoint, device)
+    run.text(lang)
+    if len(lines) < n_sentences:
+        log.info(f"{text}: only {len(lines)} sentences (asked for {n_sentences}); using them all")
+    mean, tokens = language_mean(run, lang, lines, batch_size, device, include_specials)
+    header = {"run": os.path.abspath(run_dir), "step": run.step, "lang": lang, "sentences": len(lines),
+              "tokens": tokens, "include_specials": include_specials, "text": os.path.abspath(text),
+              "text_sha256": file_sha256(text) if text != "-" else None}
+    save_means(output, mean, header)
+    log.info(f"{output}: mean of {lang} over {tokens} tokens of {len(lines)} sentences")
+    return header
+
+
+@dataclass
+class LanguageShift:
+    """Two Means of Language of one model; ``difference(l)`` = R_tgt(l) - R_src(l) [D]."""
+
+    src: str
+    tgt: str
+    mean_src: np.ndarray  # [n_layers+1, D]
+    mean_tgt: np.ndarray  # [n_layers+1, D]
+    header: dict
+
+    @classmethod
+    def from_means(cls, src_path: str, tgt_path: str) -> "LanguageShift":
+        """Combine two means files; they must come from the same run and checkpoint step."""
+        (mean_src, hs), (mean_tgt, ht) = load_means(src_path), load_means(tgt_path)
+        for key in ("run", "step"):
+            if hs.get(key) != ht.get(key):
+                raise XltError(f"means of different models ({key} {hs.get(key)!r} in {src_path})", tgt_path)
+        if mean_src.shape != mean_tgt.shape:
+            raise XltError(f"shape {mean_tgt.shape} differs from {src_path}'s {mean_src.shape}", tgt_path)
+        header = {"format": SHIFT_FORMAT, "src": hs["lang"], "tgt": ht["lang"], "run": hs["run"], "step": hs["step"],
+                  "n_layers": mean_src.shape[0] - 1, "d_model": mean_src.shape[1],
+                  "sentences": {hs["lang"]: hs["sentences"], ht["lang"]: ht["sentences"]},
+                  "tokens": {hs["lang"]: hs["tokens"], ht["lang"]: ht["tokens"]},
+                  "means": {hs["lang"]: os.path.abspath(src_path), ht["lang"]: os.path.abspath(tgt_path)}}
+        return cls(hs["lang"], ht["lang"], mean_src, mean_tgt, header)
+
+    def difference(self, layer: int) -> np.ndarray:
+        """D(layer) = R_tgt(layer) - R_src(layer), float32 [D] (layer 0 = embeddings)."""
+        if not 0 <= layer < self.mean_src.shape[0]:
+            raise XltError(f"layer {layer} is out of range: the shift has layers 0..{self.mean_src.shape[0] - 1}")
+        return self.mean_tgt[layer] - self.mean_src[layer]
+
+    def save(self, path: str) -> None:
+        _save_npz(path, self.header, mean_src=self.mean_src.astype(np.float32),
+                  mean_tgt=self.mean_tgt.astype(np.float32))
+
+    @classmethod
+    def load(cls, path: str) -> "LanguageShift":
+        header, arrays = _load_npz(path, SHIFT_FORMAT, ["mean_src", "mean_tgt"])
+        return cls(header["src"], header["tgt"], arrays["mean_src"], arrays["mean_tgt"], header)
+
+
+@torch.no_grad()
+def shift_decode(run: PretrainedRun, shift: LanguageShift, lines: Sequence[str],
+                 settings: Sequence[tuple[int, float]], batch_size: int = 32, device: torch.device | str = "cpu",
+                 decode_lang: Optional[str] = None) -> Iterator[tuple[int, dict[tuple[int, float], list[int]]]]:
+    """Unsupervised token translation of source-language ``lines`` for every (layer, alpha) in ``settings``.
+
+    The input is encoded as ``shift.src``; layer ``l``'s output gets ``alpha * D(l)`` at every
+    position, the remaining layers run on it (:meth:`Encoder.encode_from`, what a ``layer_hook``
+    at ``l`` does), and the MLM head of ``decode_lang`` (default: the source language, so nothing
+    but the shift pushes towards the target) predicts every position, nothing masked.
+    Yields ``(line index, {(layer, alpha): predicted ids at the line's subword positions})``
+    in length-sorted order.
+    """
+    model, src = run.model.to(device).eval(), shift.src
+    decode_lang = decode_lang or src
+    differences = {layer: torch.as_tensor(shift.difference(layer), device=device) for layer, _ in settings}
+    content = [truncate(ids, run.config.max_positions) for ids in run.text(src).encode_lines(list(lines))]
+    inputs = [model_input(ids) for ids in content]
+    with log.progress("shift decoding", total=len(inputs), unit="sentences") as bar:
+        for batch in length_sorted_batches([len(s) for s in inputs], batch_size):
+            ids, padding_mask = pad_batch([inputs[i] for i in batch], device)
+            states = model.encoder(ids, src, padding_mask, output_hidden_states=True).hidden_states
+            predictions = {}
+            for layer, alpha in settings:
+                shifted = states[layer] + alpha * differences[layer]
+                top = model.encoder.encode_from(shifted, src, layer, padding_mask).last_hidden_state
+                predictions[(layer, alpha)] = model.head.decode(top, decode_lang).cpu()
+            for row, i in enumerate(batch):
+                n = len(content[i])
+                yield i, {key: pred[row, 1:n + 1].tolist() for key, pred in predictions.items()}
+            bar.advance(len(batch))
+
+
+# ---- metrics -----------------------------------------------------------------------------------
+
+SPECIAL_IDS = frozenset(range(len(SPECIALS)))
+
+
+def convert_rate(outputs: Sequence[Sequence[int]], source_tokens: set[int], target_tokens: set[int]) -> float:
+    """Liu et al.'s convert rate: #{y in V_t - V_s} / (#y - #{y in V_s & V_t}) over output tokens y.
+
+    Tokens of both languages count nowhere; tokens of neither (never seen in either corpus) stay
+    in the denominator. Returns NaN when every output token is shared.
+    """
+    shared = source_tokens & target_tokens
+    converted = total = 0
+    for sentence in outputs:
+        for y in sentence:
+            if y in shared:
+                continue
+            total += 1
+            converted += y in target_tokens
+    return converted / total if total else float("nan")
+
+
+def bleu1(hypotheses: Sequence[Sequence[str]], references: Sequence[Sequence[str]]) -> float:
+    """Corpus BLEU-1 (x100): clipped unigram precision times the brevity penalty, one reference each.
+
+    precision = sum_s sum_w min(c_hyp(w), c_ref(w)) / sum_s |hyp_s|; BP = exp(1 - r/c) if c < r else 1,
+    with c and r the total hypothesis and reference lengths (Papineni et al. 2002 with N = 1).
+    """
+    from collections import Counter
+
+    matches = hyp_len = ref_len = 0
+    for hyp, ref in zip(hypotheses, references, strict=True):
+        ref_counts = Counter(ref)
+        matches += sum(min(c, ref_counts[w]) for w, c in Counter(hyp).items())
+        hyp_len, ref_len = hyp_len + len(hyp), ref_len + len(ref)
+    if hyp_len == 0:
+        return 0.0
+    brevity = 1.0 if hyp_len >= ref_len else float(np.exp(1.0 - ref_len / hyp_len))
+    return 100.0 * brevity * matches / hyp_len
+
+
+def words_of(ids: Sequence[int], run: PretrainedRun) -> list[str]:
+    """Predicted ids -> words: specials dropped, ``lang:`` prefixes removed, ``@@`` subwords joined."""
+    tokens = [run.vocab.token(i) for i in ids if i not in SPECIAL_IDS]
+    if run.vocab.prefix_lang:
+        tokens = [t.split(":", 1)[1] if ":" in t else t for t in tokens]
+    return " ".join(tokens).replace("@@ ", "").removesuffix("@@").split()
+
+
+def token_set(run: PretrainedRun, lang: str, bpe_text: Optional[str] = None) -> set[int]:
+    """V_lang: the ids of the tokens seen in ``lang``'s corpus.
+
+    From a BPE'd text of the language when given (every whitespace token of every line), else from
+    the vocabulary's ownership sidecar (the per-language counts the vocabulary was built from).
+    """
+    from xlt.utils.textio import read_lines
+
+    if bpe_text is not None:
+        unk = SPECIALS.index("<unk>")
+        seen = {i for line in read_lines(require_file(bpe_text, "BPE'd text"))
+                for i in run.vocab.encode(line.split(), lang)}
+        return seen - {unk}
+    if not run.vocab.languages:
+        raise XltError("the vocabulary has no language ownership sidecar; pass --token-set LANG BPE_TEXT "
+                       "for both languages", os.path.join(run.path, "vocab"))
+    return set(run.vocab.language_ids(lang))
+
+
+# ---- the sweep (Liu et al. Table 2) ------------------------------------------------------------
+
+RESULT_FORMAT = "xlt-shift-decode/1"
+
+
+@dataclass
+class TranslateSettings:
+    layers: Optional[list[int]] = None     # None: every Transformer layer 1..n_layers
+    alphas: tuple[float, ...] = (1.0, 2.0, 3.0)
+    n_sentences: Optional[int] = None
+    decode_lang: Optional[str] = None
+    checkpoint: str = "best"
+    batch_size: int = 32
+    device: str = "cpu"
+    samples: int = 3
+
+
+def translate(run_dir: str, shift_path: str, input_path: str, reference_path: str, settings: TranslateSettings,
+              token_sets: Optional[dict[str, str]] = None) -> dict:
+    """Shift-decode ``input_path`` (source language) for every layer x alpha; score against the reference."""
+    from xlt.analysis.extract import resolve_layers
+    from xlt.utils.textio import read_lines
+
+    shift = LanguageShift.load(shift_path)
+    lines = list(read_lines(require_file(input_path, "input")))
+    references = list(read_lines(require_file(reference_path, "reference")))
+    if len(lines) != len(references):
+        raise XltError(f"parallel files differ in length: {input_path} has {len(lines)} lines, "
+                       f"{reference_path} has {len(references)}")
+    if settings.n_sentences:
+        lines, references = lines[:settings.n_sentences], references[:settings.n_sentences]
+    run = PretrainedRun.load(run_dir, settings.checkpoint, settings.device)
+    for lang in (shift.src, shift.tgt, settings.decode_lang or shift.src):
+        run.text(lang)
+    if shift.mean_src.shape != (run.config.n_layers + 1, run.config.d_model):
+        raise XltError(f"shift of shape {shift.mean_src.shape} does not fit this model "
+                       f"({run.config.n_layers + 1} layers x {run.config.d_model})", shift_path)
+    layers = resolve_layers(run.config.n_layers, settings.layers or list(range(1, run.config.n_layers + 1)))
+    grid = [(layer, float(alpha)) for layer in layers for alpha in settings.alphas]
+    sets = {lang: token_set(run, lang, (token_sets or {}).get(lang)) for lang in (shift.src, shift.tgt)}
+    outputs: dict[tuple[int, float], list] = {key: [None] * len(lines) for key in grid}
+    for i, predicted in shift_decode(run, shift, lines, grid, settings.batch_size, settings.device,
+                                     settings.decode_lang):
+        for key, ids in predicted.items():
+            outputs[key][i] = [y for y in ids if y not in SPECIAL_IDS]
+    tokenizer = run.text(shift.tgt).tokenizer
+    reference_words = [tokenizer.tokenize(line).split() for line in references]
+    rows = []
+    for (layer, alpha), predicted in outputs.items():
+        rows.append({"layer": layer, "alpha": alpha,
+                     "bleu1": bleu1([words_of(ids, run) for ids in predicted], reference_words),
+                     "convert_rate": convert_rate(predicted, sets[shift.src], sets[shift.tgt])})
+    best = max(rows, key=lambda r: r["bleu1"])
+    samples = [{"input": lines[i], "reference": references[i],
+                "outputs": {f"layer {layer} alpha {alpha:g}": " ".join(words_of(outputs[(layer, alpha)][i], run))
+                            for layer, alpha in grid}} for i in range(min(settings.samples, len(lines)))]
+    return {"format": RESULT_FORMAT, "src": shift.src, "tgt": shift.tgt, "run": os.path.abspath(run_dir),
+            "step": run.step, "shift": os.path.abspath(shift_path), "input": os.path.abspath(input_path),
+            "reference": os.path.abspath(reference_path), "n": len(lines),
+            "decode_lang": settings.decode_lang or shift.src,
+            "token_sets": {"source": len(sets[shift.src]), "target": len(sets[shift.tgt]),
+                           "shared": len(sets[shift.src] & sets[shift.tgt]),
+                           "from": token_sets or "vocabulary ownership"},
+            "grid": rows, "best": {k: best[k] for k in ("bleu1", "layer", "alpha")}, "samples": samples}
+
+
+def assemble_table2(paths: Sequence[str], layer: int, alpha: float, cr_layer: Optional[int] = None) -> dict:
+    """Liu et al.'s Table 2 from ``translate`` results: one column per direction."""
+    cr_layer = layer if cr_layer is None else cr_layer
+    columns = []
+    for path in paths:
+        with open(require_file(path, "shift-decode result"), encoding="utf-8") as f:
+            try:
+                result = json.load(f)
+            except ValueError as e:
+                raise XltError(f"not JSON ({e})", path) from None
+        if not isinstance(result, dict) or result.get("format") != RESULT_FORMAT:
+            raise XltError(f"not an xlt shift-decode translate output (format {RESULT_FORMAT})", path)
+        cell = {(r["layer"], r["alpha"]): r for r in result["grid"]}
+        if (layer, float(alpha)) not in cell:
+            raise XltError(f"no result at layer {layer}, alpha {alpha:g} in this sweep", path)
+        values = {f"BLEU-1 (layer={layer}, alpha={alpha:g})": cell[(layer, float(alpha))]["bleu1"],
+                  "best BLEU-1": result["best"]["bleu1"], "best layer": result["best"]["layer"],
+                  "best alpha": result["best"]["alpha"]}
+        for (lay, a), r in sorted(cell.items()):
+            if lay == cr_layer:
+                values[f"convert rate (layer={cr_layer}, alpha={a:g})"] = r["convert_rate"]
+        columns.append({"direction": f"{result['src']}->{result['tgt']}", "values": values,
+                        "source": os.path.abspath(path)})
+    if not columns:
+        raise XltError("no shift-decode result files given")
+    rows = list(dict.fromkeys(k for c in columns for k in c["values"]))
+    return {"format": "xlt-shift-table/1", "rows": rows, "columns": columns}
+
+
+def _print(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    for i, header in enumerate(headers):
+        table.add_column(header, justify="left" if i == 0 else "right")
+    for row in rows:
+        table.add_row(*row)
+    Console(highlight=False).print(table)
+
+
+def write_translate(result: dict, output: str) -> None:
+    """``OUT.json`` and a layer x alpha table of "BLEU-1 / convert rate" on stdout."""
+    from xlt.utils.textio import write_json
+
+    write_json(output, result)
+    alphas = sorted({r["alpha"] for r in result["grid"]})
+    cell = {(r["layer"], r["alpha"]): f"{r['bleu1']:.2f} / {r['convert_rate']:.3f}" for r in result["grid"]}
+    layers = sorted({r["layer"] for r in result["grid"]})
+    _print(f"{result['src']}->{result['tgt']}: BLEU-1 / convert rate (n={result['n']})",
+           ["layer"] + [f"alpha={a:g}" for a in alphas],
+           [[str(layer)] + [cell.get((layer, a), "-") for a in alphas] for layer in layers])
+
+
+def write_table2(table: dict, output: str) -> None:
+    """``OUT.json``, ``OUT.tsv`` (Table 2 layout) and the table on stdout."""
+    from xlt.utils.textio import atomic_output, write_json
+
+    def fmt(v):
+        return "-" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v)
+
+    headers = [""] + [c["direction"] for c in table["columns"]]
+    rows = [[row] + [fmt(c["values"].get(row)) for c in table["columns"]] for row in table["rows"]]
+    write_json(output + ".json", table)
+    with atomic_output(output + ".tsv") as f:
+        for line in [headers] + rows:
+            f.write("\t".join(line) + "\n")
+    _print("Unsupervised token translation", headers, rows)
