@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from xlt.finetune.ner import NERTask
 from xlt.finetune.task import Task
 from xlt.finetune.xnli import XNLITask
 from xlt.utils.errors import XltError
 
-TASKS: dict[str, type[Task]] = {"xnli": XNLITask}
+TASKS: dict[str, type[Task]] = {"xnli": XNLITask, "ner": NERTask}
 
 
 def get_task(name: str, **settings: Any) -> Task:
