@@ -1,0 +1,131 @@
+"""xlt align end to end on a tiny pretrained run of the synthetic grammar, and its one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import synthetic
+from conftest import assert_one_line_error, run_xlt
+from pretrain_fixtures import build_inputs, tiny_args
+
+from xlt.analysis.align import AlignSettings, align_contextual_word
+from xlt.analysis.align_parallel import read_maps, read_parallel
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("align")
+    inputs = build_inputs(root / "inputs")
+    run = root / "run"
+    run_xlt("pretrain", "--run-dir", run, *inputs["args"], *tiny_args(6), check=True)
+    return run
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("align-data")
+    pairs = synthetic.DICTIONARY
+    (root / "train.txt").write_text("".join(f"{s} {t}\n" for s, t in pairs[::2]), encoding="utf-8")
+    (root / "test.txt").write_text("".join(f"{s}\t{t}\n" for s, t in pairs[1::2]), encoding="utf-8")
+    (root / "same.txt").write_text("".join(f"{s} {s}\n" for s, _ in pairs), encoding="utf-8")
+    (root / "nowhere.txt").write_text("zzz yyy\nqqq www\n", encoding="utf-8")
+    en, fr = synthetic.corpus(160, seed=7)
+    for name, lines in (("train.en", en[:120]), ("train.fr", fr[:120]), ("test.en", en[120:]), ("test.fr", fr[120:])):
+        (root / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (root / "short.fr").write_text("\n".join(fr[:5]) + "\n", encoding="utf-8")
+    return root
+
+
+def sides(run_dir, source="en", target="fr"):
+    return ["--model", run_dir, "--source-lang", source, "--target-lang", target]
+
+
+def test_word_end_to_end(run_dir, data, tmp_path):
+    out = tmp_path / "word.json"
+    res = run_xlt("align", "word", *sides(run_dir), "--train-dict", data / "train.txt", "--test-dict",
+                  data / "test.txt", "-o", out)
+    assert res.returncode == 0, res.stderr
+    result = json.loads(out.read_text())
+    # Every grammar word is one vocabulary token: all pairs usable.
+    n_test = len(synthetic.DICTIONARY) // 2
+    assert result["train"]["usable"] == result["train"]["pairs"] == len(synthetic.DICTIONARY) - n_test
+    assert result["test"]["usable"] == result["test"]["pairs"] == n_test
+    scores = result["results"][0]
+    for method in ("nn", "csls"):
+        assert set(scores[method]) == {"p@1", "p@5", "p@10"}
+        assert scores[method]["p@1"] <= scores[method]["p@5"] <= scores[method]["p@10"]
+    assert 0 < scores["mrr"] <= 1 and scores["mrr_candidates"] == n_test
+    assert "CSLS P@1" in res.stderr  # the table
+
+
+def test_word_aligning_a_language_with_itself_is_perfect(run_dir, data):
+    res = run_xlt("align", "word", *sides(run_dir, "en", "en"), "--train-dict", data / "same.txt", "--test-dict",
+                  data / "same.txt", "--subwords", "mean")
+    assert res.returncode == 0, res.stderr
+    scores = json.loads(res.stdout)["results"][0]
+    # (CSLS need not be perfect here: a word with a denser neighbourhood than the query can outscore it.)
+    assert scores["nn"]["p@1"] == scores["mrr"] == 1.0
+
+
+def test_sentence_end_to_end_and_cka_format(run_dir, data, tmp_path):
+    out = tmp_path / "sentence.json"
+    res = run_xlt("align", "sentence", *sides(run_dir), "--train", data / "train.en", data / "train.fr",
+                  "--test", data / "test.en", data / "test.fr", "--layers", "0,2", "-o", out)
+    assert res.returncode == 0, res.stderr
+    result = json.loads(out.read_text())
+    assert result["layers"] == [0, 2] and len(result["p_at_1"]) == 2
+    assert all(0 <= p <= 1 for p in result["p_at_1"])
+    # Identical sides: each sentence finds itself at every layer.
+    same = run_xlt("align", "sentence", *sides(run_dir, "en", "en"), "--train", data / "train.en", data / "train.en",
+                   "--test", data / "test.en", data / "test.en")
+    assert json.loads(same.stdout)["p_at_1"] == [1.0, 1.0, 1.0]
+
+
+def test_dictionary_writes_orthogonal_maps(run_dir, data, tmp_path):
+    maps = tmp_path / "maps"
+    res = run_xlt("align", "dictionary", *sides(run_dir), "--parallel", data / "train.en", data / "train.fr",
+                  "--layers", "1,2", "--drop-identical", "-o", maps)
+    assert res.returncode == 0, res.stderr
+    header, W = read_maps(str(maps))
+    assert header["layers"] == [1, 2] and header["orientation"] == "x_tgt @ W -> source space"
+    assert header["links"] > 5 * 120 and header["identical_dropped"] >= 100  # "." <-> "." dropped
+    for layer in (1, 2):
+        assert W[layer].shape == (64, 64) and np.allclose(W[layer] @ W[layer].T, np.eye(64), atol=1e-4)
+    fit = header["results"][0]
+    assert fit["cosine_after"] >= fit["cosine_before"]
+
+
+def test_contextual_word_library(run_dir, data):
+    result = align_contextual_word(str(run_dir), "en", "fr", str(data / "train.en"), str(data / "train.fr"),
+                                   str(data / "train.txt"), str(data / "test.txt"), n_sentences=100,
+                                   layers=[0, 2], settings=AlignSettings(block_size=7))
+    assert [r["layer"] for r in result["results"]] == [0, 2]
+    assert result["test"]["usable"] == len(synthetic.DICTIONARY) // 2 and result["space"]["source_words"] == 24
+
+
+def test_read_parallel_tsv_columns_and_dedup(tmp_path):
+    (tmp_path / "a.tsv").write_text("p1\th1\tx\np1\th2\tx\n", encoding="utf-8")
+    (tmp_path / "b.tsv").write_text("q1\tg1\ty\nq1\tg2\ty\n", encoding="utf-8")
+    assert read_parallel(str(tmp_path / "a.tsv"), str(tmp_path / "b.tsv"), (1, 2)) == (
+        ["p1", "h1", "h2"], ["q1", "g1", "g2"])
+
+
+def test_errors_are_one_line(run_dir, data, tmp_path):
+    res = run_xlt("align", "word", *sides(run_dir), "--train-dict", data / "nowhere.txt", "--test-dict",
+                  data / "test.txt")
+    assert_one_line_error(res, "nowhere.txt", "none of the 2 dictionary pairs")
+    res = run_xlt("align", "sentence", *sides(run_dir), "--train", data / "train.en", data / "short.fr",
+                  "--test", data / "test.en", data / "test.fr")
+    assert_one_line_error(res, "differ in length", "train.en", "short.fr")
+    res = run_xlt("align", "sentence", *sides(run_dir), "--train", data / "train.en", data / "train.fr",
+                  "--test", data / "test.en", data / "test.fr", "--layers", "0,3")
+    assert_one_line_error(res, "layer 3 is out of range")
+    res = run_xlt("align", "dictionary", *sides(run_dir), "--parallel", data / "train.en", data / "train.fr",
+                  "--layers", "9", "-o", tmp_path / "maps")
+    assert_one_line_error(res, "layer 9 is out of range")
+    assert not (tmp_path / "maps").exists()
+    res = run_xlt("align", "word", *sides(run_dir, "en", "de"), "--train-dict", data / "train.txt", "--test-dict",
+                  data / "test.txt")
+    assert_one_line_error(res, "'de'")

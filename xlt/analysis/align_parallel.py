@@ -1,0 +1,187 @@
+"""The parallel-data procedures of ``xlt align``: sentence-level alignment and contextual dictionaries.
+
+* :func:`align_sentence` (Figure 6): mean-pooled sentence vectors per layer (specials excluded),
+  a map learned on parallel sentences (XNLI dev/test are 15-way parallel) and evaluated by
+  Tatoeba retrieval, P@1 with cosine nearest neighbours.
+* :func:`align_dictionary` (Figure 5): fast_align contextual-word pairs of a parallel corpus, one
+  target -> source map per layer, saved for ``xlt finetune`` (:func:`write_maps`).
+
+Shapes: L layers, N sentences or aligned words, D dimensions.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict
+from typing import Optional, Sequence
+
+import numpy as np
+
+from xlt.analysis.align import AlignSettings, Sides
+from xlt.analysis.dictionaries import contextual_dictionary
+from xlt.analysis.extract import sentence_vectors, word_vectors
+from xlt.analysis.fastalign import FastAlignSettings
+from xlt.analysis.procrustes import iterative_normalization, orthogonal_procrustes
+from xlt.analysis.retrieval import topk_cosine
+from xlt.utils import log
+from xlt.utils.errors import XltError, require_file
+from xlt.utils.textio import atomic_path, read_numbered_lines, write_json
+
+MAP_FORMAT = "xlt-align-map/1"
+MAP_ORIENTATION = "x_tgt @ W -> source space"
+
+
+def read_parallel(source_path: str, target_path: str, columns: Sequence[int] = (1,),
+                  limit: Optional[int] = None) -> tuple[list[str], list[str]]:
+    """Line-parallel sentences of two files, as (source, target) lists.
+
+    A ``.tsv`` file contributes the tab-separated ``columns`` (1-based; XNLI: 1 = premise,
+    2 = hypothesis) of each line; other files the whole line. Pairs where a side is empty and
+    repeated pairs (XNLI repeats each premise three times) are dropped, order kept. Files of
+    different lengths -> XltError naming both. ``limit`` keeps the first lines only.
+    """
+    sides = []
+    for path in (source_path, target_path):
+        require_file(path, "parallel file")
+        lines = []
+        for number, line in read_numbered_lines(path):
+            if limit is not None and number > limit:
+                break
+            if path.endswith(".tsv"):
+                fields = line.split("\t")
+                if len(fields) < max(columns):
+                    raise XltError(f"needs {max(columns)} tab-separated columns, found {len(fields)}", path, number)
+                lines.append([fields[c - 1].strip() for c in columns])
+            else:
+                lines.append([line.strip()])
+        sides.append(lines)
+    if len(sides[0]) != len(sides[1]):
+        raise XltError(f"parallel files differ in length: {source_path} has {len(sides[0])} lines, "
+                       f"{target_path} has {len(sides[1])}")
+    pairs = dict.fromkeys((s, t) for src, tgt in zip(*sides) for s, t in zip(src, tgt) if s and t)
+    if not pairs:
+        raise XltError("no non-empty sentence pair", source_path)
+    return [s for s, _ in pairs], [t for _, t in pairs]
+
+
+def align_sentence(model: str, source_lang: str, target_lang: str, train: Sequence[tuple[str, str]],
+                   test_source: str, test_target: str, target_model: Optional[str] = None,
+                   columns: Sequence[int] = (1, 2), layers: Optional[Sequence[int]] = None,
+                   settings: AlignSettings = AlignSettings()) -> dict:
+    """``xlt align sentence``: per-layer sentence alignment learned on ``train`` file pairs, Tatoeba P@1.
+
+    ``p_at_1[l]`` is target -> source retrieval (each target sentence finds its source among all
+    test source sentences; XTREME's xx -> en), ``p_at_1_source_to_target`` the other way. The
+    result has top-level ``layers`` and ``p_at_1``, the form ``xlt cka --retrieval`` reads.
+    """
+    sides = Sides.load(model, source_lang, target_lang, target_model, settings)
+    chosen = sides.layers(layers)
+    train_source, train_target = [], []
+    for source_path, target_path in train:
+        s, t = read_parallel(source_path, target_path, columns)
+        train_source += s
+        train_target += t
+    test_src, test_tgt = read_parallel(test_source, test_target)
+    if len(set(test_src)) != len(test_src) or len(set(test_tgt)) != len(test_tgt):
+        log.info("the test set has repeated sentences; each query counts only its own line as correct")
+    n_train = len(train_source)
+    log.info(f"{n_train} training pairs, {len(test_src)} test pairs")
+    encode = dict(layers=chosen, batch_size=settings.batch_size, device=settings.device)
+    X = sentence_vectors(sides.source, source_lang, train_source + test_src, **encode)  # [L, n_train+n_test, D]
+    Y = sentence_vectors(sides.target, target_lang, train_target + test_tgt, **encode)
+    pairs = np.stack([np.arange(n_train), np.arange(n_train)], 1)
+    results = []
+    for k, layer in enumerate(chosen):
+        # Normalize each language's whole set of sentences (train + test) together, then map.
+        x = iterative_normalization(X[k], settings.iternorm_rounds)
+        y = iterative_normalization(Y[k], settings.iternorm_rounds)
+        W = orthogonal_procrustes(x[:n_train], y[:n_train])
+        mapped, target = x[n_train:] @ W, y[n_train:]
+        expected = np.arange(len(test_src))
+        kw = {"k": 1, "block_size": settings.block_size, "device": settings.device}
+        _, t2s = topk_cosine(target, mapped, **kw)
+        _, s2t = topk_cosine(mapped, target, **kw)
+        results.append({"layer": layer, "p_at_1": float((t2s[:, 0] == expected).mean()),
+                        "p_at_1_source_to_target": float((s2t[:, 0] == expected).mean())})
+    return {"command": "align sentence", **sides.describe(), "settings": asdict(settings),
+            "train": [{"source": s, "target": t} for s, t in train], "columns": list(columns),
+            "n_train": n_train, "test": {"source": test_source, "target": test_target, "pairs": len(test_src)},
+            "layers": chosen, "p_at_1": [r["p_at_1"] for r in results], "results": results}
+
+
+def align_dictionary(model: str, source_lang: str, target_lang: str, source_path: str, target_path: str,
+                     output_dir: str, target_model: Optional[str] = None, layers: Optional[Sequence[int]] = None,
+                     pooling: str = "mean", drop_identical: bool = False, max_sentences: Optional[int] = None,
+                     fast_align: FastAlignSettings = FastAlignSettings(),
+                     settings: AlignSettings = AlignSettings()) -> dict:
+    """``xlt align dictionary``: fast_align pairs of contextual words -> one target -> source map per layer.
+
+    Both sides are tokenized with their run's tokenizer, aligned (forward + reverse,
+    grow-diag-final-and, one-to-one links), encoded per word (``pooling`` over its subwords), and
+    W_l = Procrustes(target words at layer l -> source words at layer l). Maps are written with
+    :func:`write_maps`; returns the result (also in OUTPUT_DIR/header.json).
+    """
+    sides = Sides.load(model, source_lang, target_lang, target_model, settings)
+    chosen = sides.layers(layers)
+    raw_source, raw_target = read_parallel(source_path, target_path, limit=max_sentences)
+    source_words = [sides.source.text(source_lang).tokenizer.tokenize(s).split() for s in raw_source]
+    target_words = [sides.target.text(target_lang).tokenizer.tokenize(t).split() for t in raw_target]
+    log.info(f"fast_align on {len(source_words)} sentence pairs")
+    found = contextual_dictionary(source_words, target_words, drop_identical, fast_align)
+    if found.n_links == 0:
+        raise XltError("fast_align found no one-to-one link to learn a map from", source_path)
+    keep = [k for k, links in enumerate(found.links) if links]
+    X, x_index = word_vectors(sides.source, source_lang, [source_words[k] for k in keep], chosen, pooling,
+                              settings.batch_size, settings.device)
+    Y, y_index = word_vectors(sides.target, target_lang, [target_words[k] for k in keep], chosen, pooling,
+                              settings.batch_size, settings.device)
+    rows = [(x_index.offsets[n] + i, y_index.offsets[n] + j)
+            for n, k in enumerate(keep) for i, j in found.links[k]
+            if i < x_index.counts()[n] and j < y_index.counts()[n]]  # words cut off by truncation have no vector
+    pair_rows = np.array(rows, dtype=np.int64).reshape(-1, 2)
+    maps, fits = [], []
+    for k, layer in enumerate(chosen):
+        source_n = iterative_normalization(X[k][pair_rows[:, 0]], settings.iternorm_rounds)
+        target_n = iterative_normalization(Y[k][pair_rows[:, 1]], settings.iternorm_rounds)
+        W = orthogonal_procrustes(target_n, source_n)
+        maps.append(W)
+        fits.append({"layer": layer, "cosine_before": float(np.mean(np.sum(target_n * source_n, 1))),
+                     "cosine_after": float(np.mean(np.sum((target_n @ W) * source_n, 1)))})
+    header = {"format": MAP_FORMAT, "source": source_lang, "target": target_lang, "layers": chosen,
+              "orientation": MAP_ORIENTATION, "command": "align dictionary", **sides.describe(),
+              "parallel": {"source": source_path, "target": target_path, "sentences": found.n_sentences},
+              "links": int(len(pair_rows)), "identical_dropped": found.n_identical_dropped,
+              "drop_identical": drop_identical, "pooling": pooling, "fast_align": asdict(fast_align),
+              "settings": asdict(settings), "results": fits,
+              "files": {str(layer): f"W_layer{layer}.npy" for layer in chosen}}
+    write_maps(output_dir, maps, header)
+    return header
+
+
+def write_maps(output_dir: str, maps: Sequence[np.ndarray], header: dict) -> None:
+    """``DIR/W_layer{l}.npy`` (float32 [D,D], ``x_tgt @ W`` is in the source space) and ``DIR/header.json``.
+
+    Every file goes through a temporary name; the header is written last, so a directory with a
+    header is complete.
+    """
+    os.makedirs(output_dir, exist_ok=True)
+    stale = os.path.join(output_dir, "header.json")
+    if os.path.exists(stale):
+        os.unlink(stale)  # a half-rewritten directory must not look complete
+    for layer, W in zip(header["layers"], maps):
+        with atomic_path(os.path.join(output_dir, f"W_layer{layer}.npy")) as tmp:
+            with open(tmp, "wb") as f:
+                np.save(f, np.asarray(W, dtype=np.float32))
+    write_json(os.path.join(output_dir, "header.json"), header)
+
+
+def read_maps(output_dir: str) -> tuple[dict, dict[int, np.ndarray]]:
+    """The header and {layer: W [D,D]} of a map directory written by :func:`write_maps`."""
+    import json
+
+    path = require_file(os.path.join(output_dir, "header.json"), "map header")
+    with open(path, encoding="utf-8") as f:
+        header = json.load(f)
+    if header.get("format") != MAP_FORMAT:
+        raise XltError(f"unknown map format {header.get('format')!r}", path)
+    return header, {int(layer): np.load(os.path.join(output_dir, name)) for layer, name in header["files"].items()}

@@ -1,0 +1,224 @@
+"""``xlt align word|contextual-word|sentence|dictionary``: thin wrappers over :mod:`xlt.analysis.align`."""
+
+from __future__ import annotations
+
+import io
+from typing import Optional
+
+import click
+
+from xlt.analysis.align import AlignSettings
+from xlt.cli.options import build_config, dataclass_options
+
+RUN_HELP = "Pretrained run directory of the source side (written by xlt pretrain)."
+TARGET_HELP = "Run directory of the target side, for two monolingual runs [default: --model, one bilingual run]."
+
+
+def _settings(values: dict) -> AlignSettings:
+    return build_config(AlignSettings, values)
+
+
+def _layers(text: Optional[str]):
+    from xlt.analysis.extract import parse_layers
+
+    return parse_layers(text)
+
+
+def _percent(x: float) -> str:
+    return f"{100 * x:.1f}"
+
+
+def _show(result: dict) -> None:
+    """One table row per layer on stderr (silenced by --quiet)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from xlt.utils import log
+
+    rows = result["results"]
+    table = Table(title=f"{result['command']}: {result['source']['lang']} -> {result['target']['lang']}")
+    table.add_column("layer", justify="right")
+    if "nn" in rows[0]:
+        for name in ("NN P@1", "NN P@5", "NN P@10", "CSLS P@1", "CSLS P@5", "CSLS P@10", "MRR"):
+            table.add_column(name, justify="right")
+        for r in rows:
+            table.add_row(str(r["layer"]), *[_percent(r[m][f"p@{k}"]) for m in ("nn", "csls") for k in (1, 5, 10)],
+                          f"{r['mrr']:.3f}")
+    elif "p_at_1" in rows[0]:
+        table.add_column("P@1 tgt->src", justify="right")
+        table.add_column("P@1 src->tgt", justify="right")
+        for r in rows:
+            table.add_row(str(r["layer"]), _percent(r["p_at_1"]), _percent(r["p_at_1_source_to_target"]))
+    else:
+        table.add_column("mean cos before", justify="right")
+        table.add_column("after", justify="right")
+        for r in rows:
+            table.add_row(str(r["layer"]), f"{r['cosine_before']:.3f}", f"{r['cosine_after']:.3f}")
+    console = Console(file=io.StringIO(), width=120)
+    console.print(table)
+    log.info(console.file.getvalue().rstrip())
+
+
+def _write(result: dict, output: str) -> None:
+    import json
+
+    from xlt.utils.textio import atomic_output
+
+    with atomic_output(output) as f:
+        json.dump(result, f, indent=2, ensure_ascii=False)
+        f.write("\n")
+    _show(result)
+
+
+def _common(fn):
+    """Options every subcommand shares: the two sides and the settings."""
+    for decorator in reversed([
+        click.option("--model", "model", required=True, type=click.Path(file_okay=False), help=RUN_HELP),
+        click.option("--source-lang", required=True, help="Source language (one of --model's)."),
+        click.option("--target-lang", required=True, help="Target language (one of --target-model's)."),
+        click.option("--target-model", type=click.Path(file_okay=False), default=None, help=TARGET_HELP),
+        dataclass_options(AlignSettings),
+    ]):
+        fn = decorator(fn)
+    return fn
+
+
+@click.group()
+def align() -> None:
+    """Procrustes alignment of two models' representations (Wu et al. 2020 §5.1).
+
+    Each procedure normalizes both spaces (iterative normalization), learns an orthogonal map
+    W = UVᵀ from paired vectors and evaluates it (word translation: NN and CSLS P@1/5/10, MRR;
+    sentences: Tatoeba P@1) or, for `dictionary`, saves one map per layer for `xlt finetune`.
+
+    \b
+    Example (two monolingual runs, word level):
+      xlt align word --model runs/en --target-model runs/fr --source-lang en --target-lang fr \\
+        --train-dict data/muse/splits_reconstructed/en-fr.0-5000.txt \\
+        --test-dict data/muse/splits_reconstructed/en-fr.5000-6500.txt -o word.json
+    """
+
+
+@align.command("word")
+@_common
+@click.option("--train-dict", required=True, type=click.Path(), help="MUSE training dictionary (src tgt per line).")
+@click.option("--test-dict", required=True, type=click.Path(), help="MUSE test dictionary.")
+@click.option("--subwords", type=click.Choice(["single", "mean"]), default="single", show_default=True,
+              help="single: only words that are one vocabulary token (the XLM authors' practice); "
+                   "mean: also words of several subwords, as the mean of their embeddings.")
+@click.option("-o", "--output", default="-", show_default=True, help="Result JSON (- = stdout).")
+def word(model, source_lang, target_lang, target_model, train_dict, test_dict, subwords, output, **settings):
+    """Align the token embedding tables (Figure 4a) and evaluate word translation.
+
+    Words are the whole-word vocabulary entries of each language; dictionary pairs with a word
+    outside them are not usable (the result says how many were).
+
+    \b
+    Example (one bilingual run's two languages):
+      xlt align word --model runs/en-fr --source-lang en --target-lang fr \\
+        --train-dict data/muse/splits_reconstructed/en-fr.0-5000.txt \\
+        --test-dict data/muse/splits_reconstructed/en-fr.5000-6500.txt -o word.json
+    """
+    from xlt.analysis.align import align_word
+
+    _write(align_word(model, source_lang, target_lang, train_dict, test_dict, target_model, subwords,
+                      _settings(settings)), output)
+
+
+@align.command("contextual-word")
+@_common
+@click.option("--source-corpus", required=True, type=click.Path(), help="Monolingual source text, one sentence a line.")
+@click.option("--target-corpus", required=True, type=click.Path(), help="Monolingual target text.")
+@click.option("--n-sentences", type=int, default=10000, show_default=True,
+              help="Sentences read from each corpus (the paper: 500k).")
+@click.option("--max-words", type=int, default=50000, show_default=True,
+              help="The most frequent words of each corpus that get a vector (memory: layers x words x d_model x 8 B).")
+@click.option("--pooling", type=click.Choice(["first", "mean"]), default="mean", show_default=True,
+              help="A word occurrence is its first subword or the mean of its subwords (the paper: mean).")
+@click.option("--layers", default=None, help="Comma-separated layers, 0 = embeddings [default: all].")
+@click.option("--train-dict", required=True, type=click.Path(), help="MUSE training dictionary.")
+@click.option("--test-dict", required=True, type=click.Path(), help="MUSE test dictionary.")
+@click.option("-o", "--output", default="-", show_default=True, help="Result JSON (- = stdout).")
+def contextual_word(model, source_lang, target_lang, target_model, source_corpus, target_corpus, n_sentences,
+                    max_words, pooling, layers, train_dict, test_dict, output, **settings):
+    """Align mean contextual word vectors per layer (Figure 4b) and evaluate word translation.
+
+    \b
+    Example:
+      xlt align contextual-word --model runs/en --target-model runs/fr --source-lang en --target-lang fr \\
+        --source-corpus data/mono/en.txt --target-corpus data/mono/fr.txt --n-sentences 100000 \\
+        --train-dict data/muse/splits_reconstructed/en-fr.0-5000.txt \\
+        --test-dict data/muse/splits_reconstructed/en-fr.5000-6500.txt -o cword.json
+    """
+    from xlt.analysis.align import align_contextual_word
+
+    _write(align_contextual_word(model, source_lang, target_lang, source_corpus, target_corpus, train_dict, test_dict,
+                                 target_model, n_sentences, max_words, _layers(layers), pooling,
+                                 _settings(settings)), output)
+
+
+@align.command("sentence")
+@_common
+@click.option("--train", "train", type=(click.Path(), click.Path()), multiple=True, required=True,
+              metavar="SRC TGT", help="Line-parallel training files (repeatable; .tsv: --columns of each line).")
+@click.option("--columns", default="1,2", show_default=True,
+              help="Tab-separated columns of .tsv training files (XNLI: 1 = premise, 2 = hypothesis).")
+@click.option("--test", "test", type=(click.Path(), click.Path()), required=True, metavar="SRC TGT",
+              help="Line-parallel test files (Tatoeba).")
+@click.option("--layers", default=None, help="Comma-separated layers, 0 = embeddings [default: all].")
+@click.option("-o", "--output", default="-", show_default=True,
+              help='Result JSON (- = stdout); its "layers" and "p_at_1" are what xlt cka --retrieval reads.')
+def sentence(model, source_lang, target_lang, target_model, train, columns, test, layers, output, **settings):
+    """Align mean-pooled sentence vectors per layer (Figure 6) and evaluate Tatoeba retrieval (P@1).
+
+    \b
+    Example (XNLI dev + test pairs to learn, Tatoeba to evaluate):
+      xlt align sentence --model runs/en --target-model runs/fr --source-lang en --target-lang fr \\
+        --train data/xnli/dev-en.tsv data/xnli/dev-fr.tsv --train data/xnli/test-en.tsv data/xnli/test-fr.tsv \\
+        --test data/tatoeba/v1/tatoeba.fra-eng.eng data/tatoeba/v1/tatoeba.fra-eng.fra -o sentence.json
+      xlt cka compare ... --retrieval sentence.json
+    """
+    from xlt.analysis.align_parallel import align_sentence
+    from xlt.utils.errors import XltError
+
+    try:
+        cols = [int(c) for c in columns.split(",") if c.strip()]
+    except ValueError:
+        raise XltError(f"--columns takes 1-based column numbers such as 1,2, got {columns!r}") from None
+    if not cols or min(cols) < 1:
+        raise XltError(f"--columns takes 1-based column numbers such as 1,2, got {columns!r}")
+    _write(align_sentence(model, source_lang, target_lang, list(train), test[0], test[1], target_model, cols,
+                          _layers(layers), _settings(settings)), output)
+
+
+@align.command("dictionary")
+@_common
+@click.option("--parallel", type=(click.Path(), click.Path()), required=True, metavar="SRC TGT",
+              help="Line-parallel raw text to word-align with fast_align.")
+@click.option("--max-sentences", type=int, default=None, help="Use the first N lines only [default: all].")
+@click.option("--layers", default=None, help="Comma-separated layers, 0 = embeddings [default: all].")
+@click.option("--pooling", type=click.Choice(["first", "mean"]), default="mean", show_default=True,
+              help="A word's vector: its first subword or the mean of its subwords.")
+@click.option("--drop-identical", is_flag=True, help="Drop links between identical strings (names, numbers, anchors).")
+@click.option("-o", "--output", "output_dir", required=True, type=click.Path(),
+              help="Map directory: header.json + W_layer{l}.npy.")
+def dictionary(model, source_lang, target_lang, target_model, parallel, max_sentences, layers, pooling,
+               drop_identical, output_dir, **settings):
+    """Contextual-word dictionary from fast_align, one target -> source map per layer (Figure 5).
+
+    fast_align runs forward and reverse (-d -o -v), the links are symmetrised with
+    grow-diag-final-and and only one-to-one links are kept. OUTPUT/W_layer{l}.npy is float32
+    [d_model, d_model] with x_tgt @ W in the source space; OUTPUT/header.json describes them.
+
+    \b
+    Example:
+      xlt align dictionary --model runs/en --target-model runs/fr --source-lang en --target-lang fr \\
+        --parallel data/parallel/wmt/en-fr/newstest2013.en data/parallel/wmt/en-fr/newstest2013.fr \\
+        --layers 0,4,8 -o maps/en-fr
+    """
+    from xlt.analysis.align_parallel import align_dictionary
+
+    result = align_dictionary(model, source_lang, target_lang, parallel[0], parallel[1], output_dir, target_model,
+                              _layers(layers), pooling, drop_identical, max_sentences,
+                              settings=_settings(settings))
+    _show(result)
