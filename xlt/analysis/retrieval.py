@@ -130,7 +130,7 @@ def mean_reciprocal_rank(queries: np.ndarray | Tensor, candidates: np.ndarray | 
 
     With several gold translations the best-ranked one counts (as for P@k). rank = 1 + the number
     of candidates scoring strictly higher than it, so ties are resolved in the query's favour.
-    Counting needs no sort: one blocked pass over the candidates.
+    Counting needs no sort: two blocked passes over the candidates (gold scores, then counts).
     """
     _check_block(block_size)
     if len(gold) != len(queries):
@@ -138,11 +138,21 @@ def mean_reciprocal_rank(queries: np.ndarray | Tensor, candidates: np.ndarray | 
     if len(gold) == 0:
         raise XltError("no query to evaluate")
     q, c = as_unit_tensor(queries, device), as_unit_tensor(candidates, device)
-    gold_score = torch.stack([(c[sorted(g)] @ q[n]).max() for n, g in enumerate(gold)])  # [Q]
+    gold_q = torch.tensor([n for n, g in enumerate(gold) for _ in g], dtype=torch.long, device=q.device)
+    gold_c = torch.tensor([i for g in gold for i in sorted(g)], dtype=torch.long, device=q.device)
     higher = torch.zeros(len(gold), dtype=torch.long, device=q.device)
     for q0 in range(0, q.shape[0], block_size):
         rows = slice(q0, q0 + block_size)
+        n_rows = q[rows].shape[0]
+        # The gold scores come from the very same block products as the counts below, so a gold
+        # candidate never outscores itself through rounding.
+        gold_score = torch.full((n_rows,), float("-inf"), device=q.device)
         for c0 in range(0, c.shape[0], block_size):
             s = q[rows] @ c[c0:c0 + block_size].T
-            higher[rows] += (s > gold_score[rows, None]).sum(dim=1)
+            inside = (gold_q >= q0) & (gold_q < q0 + n_rows) & (gold_c >= c0) & (gold_c < c0 + s.shape[1])
+            gq, gc = gold_q[inside] - q0, gold_c[inside] - c0
+            gold_score.scatter_reduce_(0, gq, s[gq, gc], reduce="amax")
+        for c0 in range(0, c.shape[0], block_size):
+            s = q[rows] @ c[c0:c0 + block_size].T
+            higher[rows] += (s > gold_score[:, None]).sum(dim=1)
     return float((1.0 / (higher.double() + 1.0)).mean())
