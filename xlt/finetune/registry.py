@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from xlt.finetune.ner import NERTask
+from xlt.finetune.parse import ParseTask
 from xlt.finetune.task import Task
 from xlt.finetune.xnli import XNLITask
 from xlt.utils.errors import XltError
 
-TASKS: dict[str, type[Task]] = {"xnli": XNLITask, "ner": NERTask}
+TASKS: dict[str, type[Task]] = {"xnli": XNLITask, "ner": NERTask, "parse": ParseTask}
 
 
 def get_task(name: str, **settings: Any) -> Task:
