@@ -23,11 +23,11 @@ from xlt.analysis.extract import sentence_vectors, word_vectors
 from xlt.analysis.fastalign import FastAlignSettings
 from xlt.analysis.procrustes import iterative_normalization, orthogonal_procrustes
 from xlt.analysis.retrieval import topk_cosine
+from xlt.finetune.transforms import MAP_FORMAT, MAP_HEADER
 from xlt.utils import log
 from xlt.utils.errors import XltError, require_file
 from xlt.utils.textio import atomic_path, read_numbered_lines, write_json
 
-MAP_FORMAT = "xlt-align-map/1"
 MAP_ORIENTATION = "x_tgt @ W -> source space"
 
 
@@ -119,7 +119,7 @@ def align_dictionary(model: str, source_lang: str, target_lang: str, source_path
     Both sides are tokenized with their run's tokenizer, aligned (forward + reverse,
     grow-diag-final-and, one-to-one links), encoded per word (``pooling`` over its subwords), and
     W_l = Procrustes(target words at layer l -> source words at layer l). Maps are written with
-    :func:`write_maps`; returns the result (also in OUTPUT_DIR/header.json).
+    :func:`write_maps`; returns the result (also OUTPUT_DIR/map.json).
     """
     sides = Sides.load(model, source_lang, target_lang, target_model, settings)
     chosen = sides.layers(layers)
@@ -148,7 +148,7 @@ def align_dictionary(model: str, source_lang: str, target_lang: str, source_path
         fits.append({"layer": layer, "cosine_before": float(np.mean(np.sum(target_n * source_n, 1))),
                      "cosine_after": float(np.mean(np.sum((target_n @ W) * source_n, 1)))})
     header = {"format": MAP_FORMAT, "source": source_lang, "target": target_lang, "layers": chosen,
-              "orientation": MAP_ORIENTATION, "command": "align dictionary", **sides.describe(),
+              "d_model": int(maps[0].shape[0]), "orientation": MAP_ORIENTATION, "command": "align dictionary", "runs": sides.describe(),
               "parallel": {"source": source_path, "target": target_path, "sentences": found.n_sentences},
               "links": int(len(pair_rows)), "identical_dropped": found.n_identical_dropped,
               "drop_identical": drop_identical, "pooling": pooling, "fast_align": asdict(fast_align),
@@ -159,29 +159,19 @@ def align_dictionary(model: str, source_lang: str, target_lang: str, source_path
 
 
 def write_maps(output_dir: str, maps: Sequence[np.ndarray], header: dict) -> None:
-    """``DIR/W_layer{l}.npy`` (float32 [D,D], ``x_tgt @ W`` is in the source space) and ``DIR/header.json``.
+    """``DIR/W_layer{l}.npy`` (float32 [D,D], ``x_tgt @ W`` is in the source space) and ``DIR/map.json``,
+    the map directory ``xlt finetune --map-dir`` reads (:mod:`xlt.finetune.transforms`).
 
     Every file goes through a temporary name; the header is written last, so a directory with a
     header is complete.
     """
     os.makedirs(output_dir, exist_ok=True)
-    stale = os.path.join(output_dir, "header.json")
+    stale = os.path.join(output_dir, MAP_HEADER)
     if os.path.exists(stale):
         os.unlink(stale)  # a half-rewritten directory must not look complete
     for layer, W in zip(header["layers"], maps):
         with atomic_path(os.path.join(output_dir, f"W_layer{layer}.npy")) as tmp:
             with open(tmp, "wb") as f:
                 np.save(f, np.asarray(W, dtype=np.float32))
-    write_json(os.path.join(output_dir, "header.json"), header)
+    write_json(os.path.join(output_dir, MAP_HEADER), header)
 
-
-def read_maps(output_dir: str) -> tuple[dict, dict[int, np.ndarray]]:
-    """The header and {layer: W [D,D]} of a map directory written by :func:`write_maps`."""
-    import json
-
-    path = require_file(os.path.join(output_dir, "header.json"), "map header")
-    with open(path, encoding="utf-8") as f:
-        header = json.load(f)
-    if header.get("format") != MAP_FORMAT:
-        raise XltError(f"unknown map format {header.get('format')!r}", path)
-    return header, {int(layer): np.load(os.path.join(output_dir, name)) for layer, name in header["files"].items()}

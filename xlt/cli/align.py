@@ -36,7 +36,9 @@ def _show(result: dict) -> None:
     from xlt.utils import log
 
     rows = result["results"]
-    table = Table(title=f"{result['command']}: {result['source']['lang']} -> {result['target']['lang']}")
+    # Results name each side {"run", "lang", "step"}; a map header names the languages only.
+    source, target = (side["lang"] if isinstance(side, dict) else side for side in (result["source"], result["target"]))
+    table = Table(title=f"{result['command']}: {source} -> {target}")
     table.add_column("layer", justify="right")
     if "nn" in rows[0]:
         for name in ("NN P@1", "NN P@5", "NN P@10", "CSLS P@1", "CSLS P@5", "CSLS P@10", "MRR"):
@@ -201,14 +203,15 @@ def sentence(model, source_lang, target_lang, target_model, train, columns, test
               help="A word's vector: its first subword or the mean of its subwords.")
 @click.option("--drop-identical", is_flag=True, help="Drop links between identical strings (names, numbers, anchors).")
 @click.option("-o", "--output", "output_dir", required=True, type=click.Path(),
-              help="Map directory: header.json + W_layer{l}.npy.")
+              help="Map directory: map.json + W_layer{l}.npy (what xlt finetune --map-dir reads).")
 def dictionary(model, source_lang, target_lang, target_model, parallel, max_sentences, layers, pooling,
                drop_identical, output_dir, **settings):
     """Contextual-word dictionary from fast_align, one target -> source map per layer (Figure 5).
 
     fast_align runs forward and reverse (-d -o -v), the links are symmetrised with
     grow-diag-final-and and only one-to-one links are kept. OUTPUT/W_layer{l}.npy is float32
-    [d_model, d_model] with x_tgt @ W in the source space; OUTPUT/header.json describes them.
+    [d_model, d_model] with x_tgt @ W in the source space; OUTPUT/map.json describes them
+    (the format xlt finetune --map-dir reads).
 
     \b
     Example:
