@@ -130,9 +130,10 @@ def per_layer_cka(A: np.ndarray, B: np.ndarray, debiased: bool = False, matrix: 
         raise XltError(f"CKA needs the same sentences on both sides, got {A.shape[1]} and {B.shape[1]}")
     if not matrix and A.shape[0] != B.shape[0]:
         raise XltError(f"per-layer CKA needs as many layers on both sides, got {A.shape[0]} and {B.shape[0]}")
-    stats_a = [FeatureStats(A[i], debiased) for i in range(A.shape[0])]
-    if not matrix:
-        return np.array([stats_a[i].similarity(FeatureStats(B[i], debiased)) for i in range(A.shape[0])])
+    if not matrix:  # one layer pair in memory at a time
+        return np.array([FeatureStats(A[i], debiased).similarity(FeatureStats(B[i], debiased))
+                         for i in range(A.shape[0])])
+    stats_a = [FeatureStats(A[i], debiased) for i in range(A.shape[0])]  # float64 copies: L x n x d x 8 B
     out = np.empty((A.shape[0], B.shape[0]))
     for j in range(B.shape[0]):
         stats_b = FeatureStats(B[j], debiased)
