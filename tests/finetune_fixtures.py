@@ -7,9 +7,10 @@ every length. The vocabulary holds every subword of the given words, so ids are 
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import torch
 from torch import nn
@@ -41,6 +42,19 @@ def tiny_encoder(vocab_size: int, seed: int = 0) -> Encoder:
                                         attention_dropout=0.0))
 
 
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """Tiny models gain nothing from threads, and on a shared, loaded machine two threads can run
+    ten times slower than one (OpenMP workers waiting on each other)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+@one_thread()
 def train_steps(task: Task, head: nn.Module, encoder: Encoder, batches: list[Batch], steps: int,
                 lr: float = 3e-3) -> list[float]:
     """Full-batch Adam on encoder + head; the loss of every step."""
@@ -61,6 +75,7 @@ def train_steps(task: Task, head: nn.Module, encoder: Encoder, batches: list[Bat
     return losses
 
 
+@one_thread()
 def predict(head: nn.Module, encoder: Encoder, batches: list[Batch]) -> dict[int, list]:
     """What the runner hands ``Task.evaluate``: decoded rows per example id, in batch order."""
     encoder.eval()

@@ -216,7 +216,7 @@ def test_tagger_overfits_and_windows_merge_back(tmp_path):
     assert sum(len(b.example_ids) for b in batches) > len(data)
     logits = head(encoder(batches[0].input_ids, "en", batches[0].padding_mask).last_hidden_state, batches[0])
     assert logits.shape == (*batches[0].fields["word_positions"].shape, len(labels))
-    losses = train_steps(task, head, encoder, batches, 60)
+    losses = train_steps(task, head, encoder, batches, 30)
     assert losses[-1] < 0.2 * losses[0]
     predictions = predict(head, encoder, batches)
     merged = [task.predicted_tags(s, predictions[i]) for i, s in enumerate(data)]
