@@ -10,9 +10,10 @@ import synthetic
 from conftest import assert_one_line_error, run_xlt
 from pretrain_fixtures import build_inputs, tiny_args
 
-from xlt.analysis.align import AlignSettings, align_contextual_word
-from xlt.analysis.align_parallel import read_parallel
+from xlt.analysis.align import AlignSettings, align_contextual_word, align_word
+from xlt.analysis.align_parallel import align_dictionary, read_parallel
 from xlt.finetune.transforms import load_map
+from xlt.utils.errors import XltError
 
 
 @pytest.fixture(scope="module")
@@ -125,10 +126,10 @@ def test_errors_are_one_line(run_dir, data, tmp_path):
     res = run_xlt("align", "sentence", *sides(run_dir), "--train", data / "train.en", data / "train.fr",
                   "--test", data / "test.en", data / "test.fr", "--layers", "0,3")
     assert_one_line_error(res, "layer 3 is out of range")
-    res = run_xlt("align", "dictionary", *sides(run_dir), "--parallel", data / "train.en", data / "train.fr",
-                  "--layers", "9", "-o", tmp_path / "maps")
-    assert_one_line_error(res, "layer 9 is out of range")
+    # The same checks in-process (no subprocess start-up): they fail before any work or output.
+    with pytest.raises(XltError, match="layer 9 is out of range"):
+        align_dictionary(str(run_dir), "en", "fr", str(data / "train.en"), str(data / "train.fr"),
+                         str(tmp_path / "maps"), layers=[9])
     assert not (tmp_path / "maps").exists()
-    res = run_xlt("align", "word", *sides(run_dir, "en", "de"), "--train-dict", data / "train.txt", "--test-dict",
-                  data / "test.txt")
-    assert_one_line_error(res, "'de'")
+    with pytest.raises(XltError, match="'de'"):
+        align_word(str(run_dir), "en", "de", str(data / "train.txt"), str(data / "test.txt"))
