@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import itertools
 import lzma
+import os
+import subprocess
+import sys
+import threading
 import unicodedata
 
 import pytest
@@ -101,6 +106,28 @@ def test_cli_keeps_the_line_count_on_tricky_input(tmp_path, lang):
         if not source.strip():
             assert line == "", (source, line)
     assert produced[TRICKY_LINES.index("a\u2028b")] == "a b"
+
+
+def test_progress_bar_with_lines_per_second_only_on_a_terminal():
+    master, terminal = os.openpty()
+    received: list[bytes] = []
+
+    def drain():
+        with contextlib.suppress(OSError):  # EIO once the child has exited and closed the terminal
+            while chunk := os.read(master, 65536):
+                received.append(chunk)
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    lines = "".join(f"Line {i}, here.\n" for i in range(2000)).encode()
+    proc = subprocess.run([sys.executable, "-m", "xlt", "tokenize", "--lang", "en"], input=lines,
+                          stdout=subprocess.PIPE, stderr=terminal)
+    os.close(terminal)
+    reader.join()
+    os.close(master)
+    assert proc.returncode == 0 and proc.stdout.count(b"\n") == 2000
+    assert b"lines/s" in b"".join(received)
+    assert "lines/s" not in run_xlt("tokenize", "--lang", "en", input=lines.decode()).stderr
 
 
 def test_stdin_to_stdout_and_empty_input():
