@@ -136,7 +136,7 @@ def test_long_sentences_keep_the_words_that_fit_and_say_so(tmp_path, monkeypatch
     assert batch.fields["heads"][0].tolist() == [2, 3, 0, -100]          # "a" is headed by zebra, cut off
     assert batch.input_ids.shape[1] == 9
     assert len(messages) == 1 and "2 sentence(s)" in messages[0]
-    assert "their last 3 word(s) get no prediction" in messages[0]
+    assert "their last 3 word(s) are left out" in messages[0]
     predictions = {0: [([2, 3, 0, 3], ["det", "nsubj", "root", "det"])], 1: [([2], ["nsubj"])]}
     # Scored (punctuation skipped): the cat sees a zebra dog sleeps = 7; right: the cat sees dog.
     assert task.evaluate(trees, predictions, task.labels(trees)) == pytest.approx({"las": 400 / 7, "uas": 400 / 7})

@@ -248,7 +248,7 @@ class ParseTask(Task):
         if cut_sentences and (examples[0].path, max_len) not in self._reported:
             self._reported.add((examples[0].path, max_len))
             info(f"parse: {cut_sentences} sentence(s) of {examples[0].path} are longer than max_len={max_len}; "
-                 f"their last {cut_words} word(s) get no prediction and count as errors")
+                 f"their last {cut_words} word(s) are left out (no loss in training, errors in LAS/UAS)")
 
     def evaluate(self, examples: Sequence[Tree], predictions: dict[int, list[tuple[list[int], list[str]]]],
                  labels: list[str]) -> dict[str, float]:
