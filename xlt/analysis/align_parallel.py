@@ -89,7 +89,6 @@ def align_sentence(model: str, source_lang: str, target_lang: str, train: Sequen
     encode = dict(layers=chosen, batch_size=settings.batch_size, device=settings.device)
     X = sentence_vectors(sides.source, source_lang, train_source + test_src, **encode)  # [L, n_train+n_test, D]
     Y = sentence_vectors(sides.target, target_lang, train_target + test_tgt, **encode)
-    pairs = np.stack([np.arange(n_train), np.arange(n_train)], 1)
     results = []
     for k, layer in enumerate(chosen):
         # Normalize each language's whole set of sentences (train + test) together, then map.

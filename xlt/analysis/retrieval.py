@@ -43,7 +43,7 @@ def _check_block(block_size: int) -> None:
 
 
 @torch.no_grad()
-def _blocked_topk(queries: Tensor, keys: Tensor, k: int, block_size: int,
+def blocked_topk(queries: Tensor, keys: Tensor, k: int, block_size: int,
                   key_penalty: Optional[Tensor] = None, scale: float = 1.0) -> tuple[Tensor, Tensor]:
     """Top-k of ``scale * q·key - key_penalty[key]`` over all keys, in blocks of both queries and keys.
 
@@ -77,14 +77,14 @@ def _blocked_topk(queries: Tensor, keys: Tensor, k: int, block_size: int,
 def topk_cosine(queries: np.ndarray | Tensor, keys: np.ndarray | Tensor, k: int = 10,
                 block_size: int = BLOCK_SIZE, device: torch.device | str = "cpu") -> tuple[np.ndarray, np.ndarray]:
     """Cosine nearest neighbours: (similarities float32 [Q,k], key ids int64 [Q,k]), best first."""
-    s, i = _blocked_topk(as_unit_tensor(queries, device), as_unit_tensor(keys, device), k, block_size)
+    s, i = blocked_topk(as_unit_tensor(queries, device), as_unit_tensor(keys, device), k, block_size)
     return s.cpu().numpy(), i.cpu().numpy()
 
 
 def mean_topk_cosine(vectors: np.ndarray | Tensor, space: np.ndarray | Tensor, k: int = CSLS_K,
                      block_size: int = BLOCK_SIZE, device: torch.device | str = "cpu") -> np.ndarray:
     """r(v): mean cosine of each row of ``vectors`` [N,D] to its k nearest rows of ``space`` [M,D]. -> [N]."""
-    s, _ = _blocked_topk(as_unit_tensor(vectors, device), as_unit_tensor(space, device), k, block_size)
+    s, _ = blocked_topk(as_unit_tensor(vectors, device), as_unit_tensor(space, device), k, block_size)
     return s.mean(dim=1).cpu().numpy()
 
 
@@ -99,9 +99,9 @@ def topk_csls(queries: np.ndarray | Tensor, targets: np.ndarray | Tensor, k: int
     """
     q, t = as_unit_tensor(queries, device), as_unit_tensor(targets, device)
     s_space = q if source_space is None else as_unit_tensor(source_space, device)
-    r_source = _blocked_topk(t, s_space, csls_k, block_size)[0].mean(dim=1)  # r_S(y) [K]
-    r_target = _blocked_topk(q, t, csls_k, block_size)[0].mean(dim=1)  # r_T(x) [Q]
-    s, i = _blocked_topk(q, t, k, block_size, key_penalty=r_source, scale=2.0)
+    r_source = blocked_topk(t, s_space, csls_k, block_size)[0].mean(dim=1)  # r_S(y) [K]
+    r_target = blocked_topk(q, t, csls_k, block_size)[0].mean(dim=1)  # r_T(x) [Q]
+    s, i = blocked_topk(q, t, k, block_size, key_penalty=r_source, scale=2.0)
     return (s - r_target[:, None]).cpu().numpy(), i.cpu().numpy()
 
 
