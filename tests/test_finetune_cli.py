@@ -1,0 +1,137 @@
+"""``xlt finetune`` end to end: the real command on a tiny pretrained model, XNLI and a plugin task.
+
+Subprocesses where the process boundary is the point (exit status, stdout/stderr, idempotence);
+in-process ``main()`` for the error lines and option parsing, which need no model training.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import Result, assert_one_line_error, run_xlt
+from finetune_toy import build_toy_world, write_nli
+
+from xlt.cli import main
+
+TESTS = Path(__file__).resolve().parent
+TOY = "finetune_toy:ToyTask"
+SMALL = ["--batch-size", "8", "--encoder-lr", "1e-4", "--head-lr", "1e-3", "--epochs", "1", "--checkpoint", "last"]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    return build_toy_world(tmp_path_factory.getbasetemp() / "finetune-world")
+
+
+@pytest.fixture(autouse=True)
+def toy_on_path(monkeypatch):
+    """The subprocess imports the toy task module as a plugin (``finetune_toy:ToyTask``); one thread
+    is fastest for the tiny model and keeps a busy shared machine from stalling it."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def in_process(capsys, *args: str) -> Result:
+    """``xlt ARGS`` through the CLI's own entry point, in this process (no torch import per call)."""
+    code = 0
+    try:
+        main([str(a) for a in args])
+    except SystemExit as stop:
+        code = stop.code if isinstance(stop.code, int) else 1
+    captured = capsys.readouterr()
+    return Result(code, captured.out, captured.err)
+
+
+def test_plugin_task_end_to_end_then_idempotent(world, tmp_path):
+    out = tmp_path / "out"
+    args = ["finetune", TOY, "--model", world.run, "-o", out, *world.args("fr"), *SMALL, "--batch-size", "16"]
+    first = run_xlt(*args)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.startswith("# xlt finetune") and "| selected: bs" in first.stdout
+    run_lines = [line for line in first.stderr.splitlines() if line.startswith("[")]
+    assert len(run_lines) == 2 and all(": done, best epoch 1" in line and "test fr" in line for line in run_lines)
+    files = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("*") if p.is_file() and p.name != "lock"}
+    second = run_xlt(*args)
+    assert second.returncode == 0 and second.stdout == first.stdout
+    assert sum("done earlier" in line for line in second.stderr.splitlines()) == 2
+    assert {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("*") if p.is_file() and p.name != "lock"} == files
+
+
+def test_xnli_zero_shot(world, tmp_path):
+    paths = {}
+    for lang in ("en", "fr"):
+        for split, n, seed in (("train", 48, 20), ("dev", 12, 21), ("test", 12, 22)):
+            paths[lang, split] = write_nli(tmp_path / f"{split}-{lang}.tsv", n, seed, lang)
+    out = tmp_path / "out"
+    res = run_xlt("finetune", "xnli", "--model", world.run, "-o", out, "--checkpoint", "last",
+                  "--train", "en", paths["en", "train"], "--dev", "en", paths["en", "dev"],
+                  "--eval", "en", paths["en", "dev"], paths["en", "test"],
+                  "--eval", "fr", paths["fr", "dev"], paths["fr", "test"],
+                  "--batch-size", "8", "--encoder-lr", "1e-4", "--head-lr", "1e-3", "--epochs", "2",
+                  "--epoch-size", "24", "--seeds", "1,2")
+    assert res.returncode == 0, res.stderr
+    results = json.loads((out / "results.json").read_text())
+    assert results["complete"] and len(results["runs"]) == 2
+    for run in results["runs"]:
+        assert len(run["dev_curve"]) == 2 and run["settings"]["schedule"] == "constant"
+        assert 0 <= run["results"]["plain"]["fr"]["test"]["accuracy"] <= 100
+        steps = [json.loads(line)["step"] for line in (out / run["dir"] / "metrics.jsonl").read_text().splitlines()]
+        assert steps == [3, 6]  # epochs of 24 pairs in batches of 8
+    assert results["summary"]["selected"]["variants"]["plain"]["fr"]["test"]["n"] == 2
+
+
+def test_a_failed_run_does_not_stop_the_grid(world, tmp_path, capsys):
+    out = tmp_path / "out"
+    res = in_process(capsys, "finetune", TOY, "--model", world.run, "-o", out, *world.args("fr"), *SMALL,
+                     "--batch-size", "16", "--task-option", "fail_at_batch_size", "16")
+    assert res.returncode == 1
+    results = json.loads((out / "results.json").read_text())
+    assert [r["status"] for r in results["runs"]] == ["done", "failed"]
+    assert "toy failure" in results["runs"][1]["error"] and not results["complete"]
+    assert "toy failure" in (out / results["runs"][1]["dir"] / "error.txt").read_text()
+
+
+def test_config_file_with_command_line_overrides(world, tmp_path, capsys):
+    config = tmp_path / "grid.toml"
+    config.write_text('batch-size = [8, 16]\nencoder_lr = [1e-4]\nhead_lr = [1e-3]\nepochs = 1\n'
+                      'checkpoint = "last"\nseeds = [3]\n')
+    out = tmp_path / "out"
+    res = in_process(capsys, "finetune", TOY, "--model", world.run, "-o", out, *world.args("fr"),
+                     "--config", config, "--batch-size", "8")
+    assert res.returncode == 0, res.stderr
+    results = json.loads((out / "results.json").read_text())
+    assert [r["grid_point"]["batch_size"] for r in results["runs"]] == [8] and results["runs"][0]["seed"] == 3
+    assert results["config"]["epochs"] == 1
+
+
+def test_bad_inputs_are_one_line_errors(world, tmp_path, capsys):
+    base = ["finetune", TOY, "-o", tmp_path / "out", *SMALL]
+    res = in_process(capsys, *base, "--model", tmp_path / "nowhere", *world.args("fr"))
+    assert_one_line_error(res, "nowhere", "not a pretrained run directory")
+    res = in_process(capsys, *base, "--model", world.run, *world.args("fr"), "--target", "de")
+    assert_one_line_error(res, "language 'de' is not one of the model's")
+    empty = tmp_path / "empty.tsv"
+    empty.write_text("")
+    res = in_process(capsys, *base, "--model", world.run, *world.args(), "--eval", "fr", empty, empty)
+    assert_one_line_error(res, str(empty), "empty split")
+    broken = tmp_path / "broken.tsv"
+    broken.write_text("the cat sees a dog .\tanimal\nno label here\n")
+    res = in_process(capsys, *base, "--model", world.run, *world.args("fr"), "--train", "en", broken)
+    assert_one_line_error(res, f"{broken}:2:", "sentence<TAB>label")
+    res = in_process(capsys, *base, "--model", world.run, *world.args("fr"), "--batch-size", "8,x")
+    assert_one_line_error(res, "--batch-size", "'x' is not an integer")
+    res = in_process(capsys, *base, "--model", world.run, *world.args("fr"), "--train", "fr", world.split("fr", "train"))
+    assert_one_line_error(res, "different languages")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"batch_sise": [8]}')
+    res = in_process(capsys, *base, "--model", world.run, *world.args("fr"), "--config", bad)
+    assert_one_line_error(res, str(bad), "unknown option(s): batch_sise")
+    assert not (tmp_path / "out" / "results.json").exists()

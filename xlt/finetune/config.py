@@ -1,0 +1,230 @@
+"""The fine-tuning configuration: one typed dataclass, its per-task defaults, and the grid it spans.
+
+:class:`FinetuneConfig` is what ``xlt finetune`` parses (and what a JSON/TOML ``--config`` file may
+hold). Grid-able fields are lists: the grid is ``batch_size x encoder_lr x head_lr`` crossed with
+``seeds``; :meth:`FinetuneConfig.grid` expands it into :class:`RunSettings`, the complete, hashable
+description of ONE training run. Fields left ``None`` take the task's default from
+:data:`TASK_DEFAULTS` (Wu et al. 2020 §3.2), so ``xlt finetune xnli`` alone runs the paper's grid.
+
+Data paths default to a per-task layout under ``--data-dir`` (:data:`DATA_LAYOUT`, the layout that
+``xlt data fetch`` produces); explicit paths always win.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Optional
+
+from xlt.utils.errors import XltError
+
+SCHEDULES = ("constant", "linear")
+LANG_EMBEDDING_AT_TEST = ("target", "source")
+
+
+def _help(text: str, metavar: Optional[str] = None, **kwargs):
+    return field(metadata={"help": text, "metavar": metavar}, **kwargs)
+
+
+# Wu et al. (2020) §3.2. XNLI follows XLM's recipe (the code they used): Adam with fixed learning
+# rates, an "epoch" of 20,000 training pairs (XLM's --epoch_size), 200 epochs. NER and parsing:
+# 10 passes over the data, 10 % warm-up then linear decay, one learning rate for encoder and head.
+TASK_DEFAULTS: dict[str, dict[str, Any]] = {
+    "xnli": dict(batch_size=[4, 8], encoder_lr=[1.25e-6, 2.5e-6, 5e-6], head_lr=[5e-6, 2.5e-5, 1.25e-4],
+                 epochs=200, epoch_size=20000, schedule="constant", max_len=256),
+    "ner": dict(batch_size=[16, 32], encoder_lr=[2e-5, 3e-5, 5e-5], head_lr=None,
+                epochs=10, epoch_size=None, schedule="linear", max_len=128),
+    "parse": dict(batch_size=[16, 32], encoder_lr=[2e-5, 3e-5, 5e-5], head_lr=None,
+                  epochs=10, epoch_size=None, schedule="linear", max_len=256),
+}
+# A task from a plugin module (``my.module:MyTask``) gets the NER/parsing recipe.
+FALLBACK_DEFAULTS = TASK_DEFAULTS["ner"]
+
+# Where ``xlt data fetch`` puts each task's data, relative to --data-dir. ``{lang}`` and ``{split}``
+# are filled in; a per-language entry overrides the pattern (English XNLI trains on MNLI; WikiANN
+# has no Chinese, Universal NER's Chinese GSD stands in; UD treebanks are named per language).
+UD_TREEBANKS = {"en": "en_ewt", "fr": "fr_gsd", "ru": "ru_gsd", "zh": "zh_gsdsimp", "de": "de_gsd"}
+DATA_LAYOUT: dict[str, dict[str, Any]] = {
+    "xnli": {"train": {"en": "nli/mnli/mnli_20k.tsv"}, "dev": "xnli/dev-{lang}.tsv", "test": "xnli/test-{lang}.tsv"},
+    "ner": {split: {"zh": f"ner/uner/zh_gsdsimp/zh_gsdsimp-ud-{split}.iob2", "*": f"ner/wikiann/{{lang}}/{split}"}
+            for split in ("train", "dev", "test")},
+    "parse": {split: {lang: f"ud/{tb}/{tb}-ud-{split}.conllu" for lang, tb in UD_TREEBANKS.items()}
+              for split in ("train", "dev", "test")},
+}
+
+
+def default_path(task: str, data_dir: str, lang: str, split: str) -> str:
+    """The layout's file for (task, language, split), or XltError saying which option to give."""
+    entry = DATA_LAYOUT.get(task, {}).get(split)
+    pattern = entry.get(lang, entry.get("*")) if isinstance(entry, dict) else entry
+    if pattern is None:
+        option = {"train": "--train LANG PATH", "dev": "--dev LANG PATH"}.get(split, "--eval LANG DEV TEST")
+        raise XltError(f"no default {split} file for task {task!r} in language {lang!r}; give {option}")
+    return os.path.join(data_dir, pattern.format(lang=lang, split=split))
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Everything that decides what ONE fine-tuning run computes (its directory is named by a hash of
+    these plus the model and data checksums). Test-time settings are not here: changing them
+    re-evaluates a finished run instead of training it again."""
+
+    batch_size: int
+    encoder_lr: float
+    head_lr: float
+    seed: int
+    epochs: int
+    epoch_size: Optional[int]
+    schedule: str
+    warmup_fraction: float
+    max_len: int
+    dropout: Optional[float]
+    freeze_bottom: int
+    clip_norm: float
+    bucket: bool
+
+    def grid_point(self) -> dict[str, Any]:
+        """The searched hyper-parameters (the seed is not one: runs differing only in it are replicas)."""
+        return {"batch_size": self.batch_size, "encoder_lr": self.encoder_lr, "head_lr": self.head_lr}
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class FinetuneConfig:
+    """A zero-shot transfer experiment: fine-tune on the source language, evaluate on every target."""
+
+    task: str = _help("task name (xnli, ner, parse) or a plugin 'module:Class' implementing xlt.finetune.task.Task")
+    model: str = _help("pretrained run directory (xlt pretrain --run-dir)", metavar="RUN_DIR")
+    output: str = _help("results directory: results.json, summary.md and runs/<hash>/ per run", metavar="DIR")
+    checkpoint: str = _help("which pretrained checkpoint to start from: best (dev perplexity) or last", default="best")
+    source: Optional[str] = _help("source (training) language; default: the language of --train/--dev, else en",
+                                  default=None, metavar="LANG")
+    train: Optional[tuple[str, str]] = _help("source language and its training file (default: the task's layout "
+                                             "under --data-dir)", default=None, metavar="LANG PATH")
+    dev: Optional[tuple[str, str]] = _help("source language and its dev file: model selection uses it and nothing "
+                                           "else", default=None, metavar="LANG PATH")
+    targets: list[str] = _help("target languages (repeatable or comma list; default: every language of the model "
+                               "but the source)", default_factory=list, metavar="LANG")
+    eval: dict[str, tuple[str, str]] = _help("a target language with explicit dev and test files (repeatable); "
+                                             "implies --target LANG", default_factory=dict, metavar="LANG DEV TEST")
+    data_dir: str = _help("root of the default data layout (what xlt data fetch writes)", default="data")
+    task_settings: dict[str, Any] = _help("settings passed to the task's constructor (JSON values)",
+                                          default_factory=dict, metavar="KEY VALUE")
+    batch_size: Optional[list[int]] = _help("batch sizes to search (XNLI default 4,8; NER/parsing 16,32)",
+                                            default=None, metavar="N[,N...]")
+    encoder_lr: Optional[list[float]] = _help("encoder learning rates to search (XNLI default 1.25e-6,2.5e-6,5e-6; "
+                                              "NER/parsing 2e-5,3e-5,5e-5)", default=None, metavar="LR[,LR...]")
+    head_lr: Optional[list[float]] = _help("task-head learning rates to search (XNLI default 5e-6,2.5e-5,1.25e-4); "
+                                           "unset for NER/parsing: the head uses the encoder's rate",
+                                           default=None, metavar="LR[,LR...]")
+    seeds: list[int] = _help("seeds: every grid point runs once per seed (crosslingual-nlp: 12,156,78,37,8)",
+                             default_factory=lambda: [12], metavar="N[,N...]")
+    epochs: Optional[int] = _help("epochs (XNLI default 200; NER/parsing 10); a checkpoint after each", default=None)
+    epoch_size: Optional[int] = _help("training examples per epoch, drawn without replacement across passes "
+                                      "(XLM's --epoch_size; XNLI default 20000); unset: one pass over the data",
+                                      default=None)
+    schedule: Optional[str] = _help("learning-rate schedule: constant (XNLI default) or linear (warm-up, then "
+                                    "linear decay to 0; NER/parsing default)", default=None)
+    warmup_fraction: float = _help("share of all steps spent warming up under the linear schedule", default=0.1)
+    max_len: Optional[int] = _help("maximum subword positions per input (XNLI/parsing 256, NER 128)", default=None)
+    eval_batch_size: int = _help("batch size for evaluation (does not change results)", default=64)
+    dropout: Optional[float] = _help("dropout in the encoder while fine-tuning; unset: the pretrained model's",
+                                     default=None)
+    freeze_bottom: int = _help("also freeze the embeddings and the bottom K shared layers (Liu et al. 2020 "
+                               "fine-tune the last 6 of 12: K=6); 0 freezes only language-specific parts",
+                               default=0, metavar="K")
+    lang_embedding_at_test: str = _help("language-embedding id fed for a target at test time: target (as "
+                                        "crosslingual-nlp) or source", default="target")
+    clip_norm: float = _help("gradient clipping, max L2 norm (0 disables; XLM's default 5)", default=5.0)
+    bucket: bool = _help("group training batches by length within chunks of 100 batches (less padding)",
+                         default=True)
+    map_dir: list[str] = _help("test-time linear maps: a directory from xlt align dictionary (map.json + "
+                               "W_layer{i}.npy) mapping one target's layer output into the source space "
+                               "(repeatable, one per target)", default_factory=list, metavar="DIR")
+    map_layer: Optional[int] = _help("layer whose output is mapped (0 = embeddings); needed when a map "
+                                     "directory holds several layers", default=None)
+    shift: Optional[str] = _help("test-time mean-difference shift (Liu et al. 2020): language means per layer, "
+                                 ".npz or .pt {lang: [n_layers+1, D]}; a target's layer output gets "
+                                 "alpha * (mean_source - mean_target) added", default=None, metavar="FILE")
+    shift_layer: Optional[int] = _help("layer whose output is shifted (Liu et al.: 6)", default=None)
+    shift_alpha: list[float] = _help("shift weights; with several, each target picks its own on its dev set "
+                                     "(as Liu et al.'s Table 4)", default_factory=lambda: [1.0], metavar="A[,A...]")
+    device: str = _help("cpu, cuda, cuda:N or auto (CUDA when present)", default="auto")
+    precision: str = _help("auto (bf16 autocast on CUDA that supports it, else fp32) or fp32", default="auto")
+    keep_weights: bool = _help("keep each run's best fine-tuned weights (trainable parts only) so new targets "
+                               "or test-time transforms can be evaluated later without training again",
+                               default=True)
+
+    def __post_init__(self) -> None:
+        self.targets = [t for item in self.targets for t in str(item).split(",") if t]
+        for name in ("batch_size", "encoder_lr", "head_lr", "seeds", "shift_alpha"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, list):
+                setattr(self, name, list(value) if isinstance(value, (tuple, set)) else [value])
+
+    def defaults(self) -> dict[str, Any]:
+        return TASK_DEFAULTS.get(self.task, FALLBACK_DEFAULTS)
+
+    def resolved(self, name: str) -> Any:
+        """A field's value, or the task's default when it was left unset."""
+        value = getattr(self, name)
+        return self.defaults()[name] if value is None else value
+
+    def validate(self) -> None:
+        """Raise XltError on any value no run could use."""
+        for name in ("batch_size", "encoder_lr", "seeds"):
+            if not self.resolved(name):
+                raise XltError(f"--{name.replace('_', '-')} needs at least one value")
+        if any(b < 1 for b in self.resolved("batch_size")):
+            raise XltError(f"batch sizes must be positive, got {self.resolved('batch_size')}")
+        if any(lr <= 0 for lr in self.resolved("encoder_lr") + (self.resolved("head_lr") or [])):
+            raise XltError("learning rates must be positive")
+        if self.resolved("epochs") < 1 or self.resolved("max_len") < 3 or self.eval_batch_size < 1:
+            raise XltError("epochs and --eval-batch-size must be at least 1, --max-len at least 3")
+        if self.resolved("epoch_size") is not None and self.resolved("epoch_size") < 1:
+            raise XltError("--epoch-size must be positive")
+        if self.resolved("schedule") not in SCHEDULES:
+            raise XltError(f"unknown schedule {self.resolved('schedule')!r}; known: {', '.join(SCHEDULES)}")
+        if not 0.0 <= self.warmup_fraction < 1.0:
+            raise XltError(f"--warmup-fraction must be in [0, 1), got {self.warmup_fraction}")
+        if self.dropout is not None and not 0.0 <= self.dropout < 1.0:
+            raise XltError(f"--dropout must be in [0, 1), got {self.dropout}")
+        if self.freeze_bottom < 0:
+            raise XltError("--freeze-bottom must be 0 or more")
+        if self.lang_embedding_at_test not in LANG_EMBEDDING_AT_TEST:
+            raise XltError(f"--lang-embedding-at-test must be one of {', '.join(LANG_EMBEDDING_AT_TEST)}")
+        if self.checkpoint not in ("best", "last"):
+            raise XltError(f"--checkpoint must be best or last, got {self.checkpoint!r}")
+        if self.precision not in ("auto", "fp32"):
+            raise XltError(f"--precision must be auto or fp32, got {self.precision!r}")
+        if (self.shift_layer is None) != (self.shift is None):
+            raise XltError("--shift and --shift-layer go together")
+
+    def source_language(self) -> str:
+        """The source language: --source, else the language of --train/--dev, else en; they must agree."""
+        named = {pair[0] for pair in (self.train, self.dev) if pair is not None}
+        if self.source is not None:
+            named.add(self.source)
+        if len(named) > 1:
+            raise XltError(f"--source, --train and --dev name different languages ({', '.join(sorted(named))}); "
+                           "fine-tuning has one source language")
+        return named.pop() if named else "en"
+
+    def grid(self) -> Iterator[RunSettings]:
+        """Every (grid point, seed) in a fixed order: batch size, encoder lr, head lr, then seed."""
+        head_lrs = self.resolved("head_lr") or [None]
+        for bs, elr, hlr, seed in itertools.product(self.resolved("batch_size"), self.resolved("encoder_lr"),
+                                                    head_lrs, self.seeds):
+            yield RunSettings(batch_size=int(bs), encoder_lr=float(elr), head_lr=float(elr if hlr is None else hlr),
+                              seed=int(seed), epochs=int(self.resolved("epochs")),
+                              epoch_size=self.resolved("epoch_size"), schedule=self.resolved("schedule"),
+                              warmup_fraction=float(self.warmup_fraction), max_len=int(self.resolved("max_len")),
+                              dropout=self.dropout, freeze_bottom=int(self.freeze_bottom),
+                              clip_norm=float(self.clip_norm), bucket=bool(self.bucket))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)

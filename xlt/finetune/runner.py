@@ -1,0 +1,354 @@
+"""``xlt finetune``: zero-shot transfer over a grid of runs that survive kills, cron and a second process.
+
+:func:`finetune` reads and checks every input first (so a bad file fails before any training), then
+for each grid point and seed:
+
+* names the run directory ``OUTPUT/runs/<settings>-<hash>`` from a hash of everything that decides
+  the trained model (model checkpoint and vocabulary checksums, task and its settings, source
+  language, train/dev checksums, labels, the run's :class:`~xlt.finetune.config.RunSettings`);
+* skips it when it is finished and every evaluation asked for is on disk (no model is loaded);
+* otherwise takes the run's lock (``exclusive_lock``, non-blocking): if another process holds it,
+  the run is skipped with a message, so several processes (or GPUs, or overlapping cron jobs) can
+  work through one grid side by side; else it trains or resumes (:class:`~xlt.finetune.trainer.RunTrainer`)
+  and runs the evaluations that are missing: the source's dev/test, each target's dev/test through
+  its own language-specific parts, and the optional test-time map and shift variants.
+
+Evaluations are cached one file each, keyed by language, split, data checksum, variant and its
+parameters, and the language-embedding id; so adding a target or a shift weight later only
+evaluates what is new. At the end ``results.json`` (every run, the selection, mean of the best
+two, mean ± std over seeds) and ``summary.md`` are rewritten atomically from what is on disk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib
+import json
+import os
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+import torch
+
+from xlt.finetune import selection
+from xlt.finetune.config import DATA_LAYOUT, FinetuneConfig, RunSettings, default_path
+from xlt.finetune.ordering import evaluation_order, example_lengths, ordered_batches
+from xlt.finetune.task import Batch, Task
+from xlt.finetune.trainer import RunTrainer, SourceData, read_json, say
+from xlt.finetune.transforms import LayerMap, MeanShift, file_sha256, load_map, load_shift
+from xlt.pretrain.pretrained import PretrainedRun, TextPipeline
+from xlt.utils.errors import XltError, require_file
+from xlt.utils.rundir import exclusive_lock, write_run_description
+from xlt.utils.textio import atomic_output, write_json
+
+RUN_FORMAT = "xlt-finetune-run/1"
+RESULTS_FORMAT = "xlt-finetune-results/1"
+EXIT_OK, EXIT_FAILED, EXIT_BUSY = 0, 1, 75  # 75 = EX_TEMPFAIL: runs held by another process, try later
+
+
+def resolve_task(name: str, settings: dict[str, Any]) -> Task:
+    """A built-in task by name (the registry), or ``module:Class`` from your own module."""
+    if ":" in name:
+        module_name, attr = name.split(":", 1)
+        try:
+            factory = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError) as e:
+            raise XltError(f"cannot load task {name!r} ({e})") from None
+        task = factory(**settings)
+        if not isinstance(task, Task):
+            raise XltError(f"{name!r} does not make an xlt.finetune.task.Task")
+        return task
+    from xlt.finetune.registry import get_task
+
+    return get_task(name, **settings)
+
+
+def short_hash(obj: Any, n: int = 12) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:n]
+
+
+@dataclass
+class Split:
+    lang: str
+    split: str
+    path: str
+    sha256: str
+    examples: list
+
+
+@dataclass
+class Outcome:
+    """What a command did: its exit status, the results file's content, and the run counts."""
+
+    exit_code: int
+    results: dict[str, Any]
+    markdown: str
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+class Experiment:
+    """One ``xlt finetune`` command: its inputs, checked once, and the runs of its grid."""
+
+    def __init__(self, cfg: FinetuneConfig):
+        cfg.validate()
+        self.cfg = cfg
+        self.task = resolve_task(cfg.task, cfg.task_settings)
+        self.source = cfg.source_language()
+        self.pretrained = PretrainedRun.load(cfg.model, cfg.checkpoint)
+        languages = self.pretrained.languages
+        for lang in [self.source, *cfg.targets, *cfg.eval]:
+            if lang not in languages:
+                raise XltError(f"language {lang!r} is not one of the model's ({', '.join(languages)})", cfg.model)
+        self.targets = list(dict.fromkeys([*cfg.targets, *cfg.eval])) or [l for l in languages if l != self.source]
+        self.targets = [t for t in self.targets if t != self.source]
+        self.splits = self._read_splits()
+        self.labels = self.task.labels(self.splits["train", self.source].examples)
+        self.max_len = cfg.resolved("max_len")
+        self.device = torch.device("cuda" if cfg.device == "auto" and torch.cuda.is_available() else
+                                   "cpu" if cfg.device == "auto" else cfg.device)
+        self.maps, self.shift = self._read_transforms()
+        self.model_identity = {"checkpoint": cfg.checkpoint, "vocab_sha256": self.pretrained.vocab.sha256,
+                               "checkpoint_sha256": file_sha256(os.path.join(cfg.model, "checkpoints",
+                                                                             f"{cfg.checkpoint}.pt"))}
+        self._texts: dict[str, TextPipeline] = {}
+        self._lengths: dict[tuple[str, str], list[int]] = {}
+        self._eval_batches: dict[tuple[str, str], list[Batch]] = {}
+        self.runs_dir = os.path.join(cfg.output, "runs")
+
+    # ---- inputs ---------------------------------------------------------------------------------
+    def _path(self, lang: str, split: str) -> Optional[str]:
+        cfg = self.cfg
+        explicit = {"train": cfg.train, "dev": cfg.dev}.get(split)
+        if lang == self.source and explicit is not None:
+            return explicit[1]
+        if lang in cfg.eval and split in ("dev", "test"):
+            return cfg.eval[lang][0 if split == "dev" else 1]
+        if lang == self.source and split == "test" and cfg.task not in DATA_LAYOUT:
+            return None  # a plugin task without a layout: the source test set is optional
+        return default_path(cfg.task, cfg.data_dir, lang, split)
+
+    def _read_splits(self) -> dict[tuple[str, str], Split]:
+        wanted = [("train", self.source), ("dev", self.source), ("test", self.source)]
+        wanted += [(split, t) for t in self.targets for split in ("dev", "test")]
+        splits = {}
+        for split, lang in wanted:
+            path = self._path(lang, split)
+            if path is None:
+                continue
+            require_file(path, f"{split} file")
+            examples = self.task.read(path)
+            if not examples:
+                raise XltError("empty split", path)
+            splits[split, lang] = Split(lang, split, path, file_sha256(path), examples)
+        return splits
+
+    def _read_transforms(self) -> tuple[dict[str, LayerMap], Optional[MeanShift]]:
+        config, cfg = self.pretrained.config, self.cfg
+        maps = {}
+        for directory in cfg.map_dir:
+            layer_map = load_map(directory, cfg.map_layer, self.source, config.d_model, config.n_layers)
+            if layer_map.target not in self.targets:
+                raise XltError(f"map is for {layer_map.target!r}, not one of the targets ({', '.join(self.targets)})",
+                               directory)
+            if layer_map.target in maps:
+                raise XltError(f"two maps for target {layer_map.target!r}", directory)
+            maps[layer_map.target] = layer_map
+        shift = None
+        if cfg.shift is not None:
+            shift = load_shift(cfg.shift, cfg.shift_layer, config.d_model, config.n_layers)
+            for target in self.targets:
+                shift.vector(self.source, target)  # every language needs a mean: fail now, not after training
+        return maps, shift
+
+    def text(self, lang: str) -> TextPipeline:
+        """One pipeline per language for the whole command: tasks keep encodings per pipeline object."""
+        if lang not in self._texts:
+            self._texts[lang] = self.pretrained.text(lang)
+        return self._texts[lang]
+
+    def lengths(self, lang: str, split: str) -> list[int]:
+        if (lang, split) not in self._lengths:
+            s = self.splits[split, lang]
+            self._lengths[lang, split] = example_lengths(self.task, s.examples, self.text(lang),
+                                                         self.labels, self.max_len)
+        return self._lengths[lang, split]
+
+    def eval_batches(self, lang: str, split: str) -> list[Batch]:
+        """A split's batches, longest examples first, built once per command and shared by every run."""
+        if (lang, split) not in self._eval_batches:
+            order = evaluation_order(self.lengths(lang, split))
+            self._eval_batches[lang, split] = [
+                ob.batch for ob in ordered_batches(self.task, self.splits[split, lang].examples, order,
+                                                   self.text(lang), self.labels, self.cfg.eval_batch_size,
+                                                   self.max_len)]
+        return self._eval_batches[lang, split]
+
+    def source_data(self) -> SourceData:
+        autocast = None
+        if self.cfg.precision == "auto" and self.device.type == "cuda" and torch.cuda.is_bf16_supported():
+            autocast = torch.bfloat16
+        return SourceData(self.task, self.pretrained, self.labels, self.source, self.text(self.source),
+                          self.splits["train", self.source].examples, self.lengths(self.source, "train"),
+                          self.splits["dev", self.source].examples, lambda: self.eval_batches(self.source, "dev"),
+                          self.device, autocast)
+
+    # ---- runs -----------------------------------------------------------------------------------
+    def identity(self, settings: RunSettings) -> dict[str, Any]:
+        """Everything that decides the trained model; the run directory is named by its hash."""
+        return {"format": RUN_FORMAT, "task": self.cfg.task, "task_settings": self.cfg.task_settings,
+                "model": self.model_identity, "source": self.source,
+                "train_sha256": self.splits["train", self.source].sha256,
+                "dev_sha256": self.splits["dev", self.source].sha256, "labels": self.labels,
+                "settings": settings.to_dict()}
+
+    def run_dir(self, settings: RunSettings) -> str:
+        s = settings
+        name = f"bs{s.batch_size}-lr{s.encoder_lr:g}-head{s.head_lr:g}-seed{s.seed}-{short_hash(self.identity(s))}"
+        return os.path.join(self.runs_dir, name)
+
+    def evaluations(self, trainer: RunTrainer, compute: bool) -> Optional[dict[str, Any]]:
+        """Every evaluation this command asks of a finished run: ``{"results", "shift_alpha"}``.
+
+        With ``compute=False`` nothing is computed: None as soon as one evaluation is missing.
+        """
+        results: dict[str, dict] = {}
+        test_time_emb = lambda lang: lang if self.cfg.lang_embedding_at_test == "target" else self.source  # noqa: E731
+
+        def get(lang: str, split: str, variant: str, params: dict, hook) -> Optional[dict]:
+            s = self.splits[split, lang]
+            emb = self.source if lang == self.source else test_time_emb(lang)
+            key = {"lang": lang, "split": split, "data_sha256": s.sha256, "variant": variant, "params": params,
+                   "lang_embedding": emb}
+            path = os.path.join(trainer.run_dir, "eval", f"{lang}-{split}-{variant}-{short_hash(key)}.json")
+            if os.path.exists(path):
+                return read_json(path)["metrics"]
+            if not compute:
+                return None
+            metrics = trainer.evaluate_batches(trainer.best_model(), s.examples, self.eval_batches(lang, split),
+                                               lang, emb, hook)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            write_json(path, {**key, "path": s.path, "metrics": metrics})
+            return metrics
+
+        def put(variant: str, lang: str, split: str, metrics: Optional[dict]) -> bool:
+            results.setdefault(variant, {}).setdefault(lang, {})[split] = metrics
+            return metrics is not None
+
+        for lang in [self.source, *self.targets]:
+            for split in ("dev", "test"):
+                if (split, lang) in self.splits and not put("plain", lang, split, get(lang, split, "plain", {}, None)):
+                    return None
+        for lang, layer_map in self.maps.items():
+            params = {"layer": layer_map.layer, "map": layer_map.identity}
+            for split in ("dev", "test"):
+                if not put("map", lang, split, get(lang, split, "map", params, layer_map.hook())):
+                    return None
+        alphas: dict[str, float] = {}
+        if self.shift is not None:
+            metric = self.task.main_metric
+            for lang in self.targets:
+                per_alpha = {}
+                for alpha in self.cfg.shift_alpha:
+                    params = {"layer": self.shift.layer, "alpha": alpha, "means": self.shift.identity}
+                    per_alpha[alpha] = get(lang, "dev", "shift", params, self.shift.hook(self.source, lang, alpha))
+                    if per_alpha[alpha] is None:
+                        return None
+                # Liu et al. pick each target's weight on that target's dev set; ties: the earlier weight.
+                alpha = max(self.cfg.shift_alpha, key=lambda a: (per_alpha[a][metric], -self.cfg.shift_alpha.index(a)))
+                alphas[lang] = alpha
+                params = {"layer": self.shift.layer, "alpha": alpha, "means": self.shift.identity}
+                put("shift", lang, "dev", per_alpha[alpha])
+                if not put("shift", lang, "test", get(lang, "test", "shift", params,
+                                                      self.shift.hook(self.source, lang, alpha))):
+                    return None
+        return {"results": results, "shift_alpha": alphas}
+
+    def run_one(self, settings: RunSettings, on_epoch_end: Optional[Callable]) -> dict[str, Any]:
+        """Bring one run up to date; return its record (status done, busy or failed)."""
+        run_dir = self.run_dir(settings)
+        record: dict[str, Any] = {"id": os.path.basename(run_dir), "dir": os.path.relpath(run_dir, self.cfg.output),
+                                  "grid_point": settings.grid_point(), "seed": settings.seed,
+                                  "settings": settings.to_dict()}
+        trainer = RunTrainer(None, settings, run_dir)  # its data is prepared only if there is work to do
+        summary = trainer.training_summary()
+        cached = self.evaluations(trainer, compute=False) if summary else None
+        if cached is not None:
+            return {**record, "status": "done", "worked": False, **self._trained(summary), **cached}
+        os.makedirs(run_dir, exist_ok=True)
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(exclusive_lock(os.path.join(run_dir, "lock"), "fine-tuning run"))
+            except XltError:
+                return {**record, "status": "busy"}
+            try:
+                trainer.data = self.source_data()
+                trainer.clean_leftovers()
+                if not os.path.exists(os.path.join(run_dir, "config.json")):
+                    inputs = {f"{s.split}_{s.lang}": {"path": s.path, "sha256": s.sha256} for s in self.splits.values()}
+                    write_run_description(run_dir, self.identity(settings), inputs)
+                summary = trainer.train(on_epoch_end)
+                evaluated = self.evaluations(trainer, compute=True)
+                if not self.cfg.keep_weights and os.path.exists(os.path.join(run_dir, summary["best_file"])):
+                    os.unlink(os.path.join(run_dir, summary["best_file"]))
+                return {**record, "status": "done", "worked": True, **self._trained(summary), **evaluated}
+            except Exception as e:  # one failed run must not stop the grid: record it, go on, exit non-zero
+                with atomic_output(os.path.join(run_dir, "error.txt")) as f:
+                    f.write(traceback.format_exc())
+                return {**record, "status": "failed", "error": f"{type(e).__name__}: {e}"}
+
+    @staticmethod
+    def _trained(summary: dict[str, Any]) -> dict[str, Any]:
+        return {"best_epoch": summary["best_epoch"], "source_dev": summary["source_dev_main"],
+                "source_dev_metrics": summary["source_dev"], "dev_curve": summary["dev_curve"]}
+
+
+def describe(record: dict[str, Any], metric: str, source: str, targets: list[str]) -> str:
+    """The one stderr line a run gets."""
+    p = record["grid_point"]
+    head = f"bs {p['batch_size']} lr {p['encoder_lr']:g}/{p['head_lr']:g} seed {record['seed']}"
+    if record["status"] == "busy":
+        return f"{head}: in progress in another process, skipped ({record['dir']})"
+    if record["status"] == "failed":
+        return f"{head}: FAILED: {record['error']} ({record['dir']})"
+    tests = " ".join(f"{t} {v:.2f}" for t in targets
+                     if (v := selection.run_value(record, "plain", t, "test", metric)) is not None)
+    return (f"{head}: {'done' if record['worked'] else 'done earlier'}, best epoch {record['best_epoch']}, "
+            f"{source} dev {metric} {record['source_dev']:.2f}; test {tests} ({record['dir']})")
+
+
+def finetune(cfg: FinetuneConfig, on_epoch_end: Optional[Callable[[dict[str, Any]], None]] = None) -> Outcome:
+    """Run (or resume, or skip) every grid point and seed; write results.json and summary.md."""
+    exp = Experiment(cfg)
+    os.makedirs(exp.runs_dir, exist_ok=True)
+    grid = list(cfg.grid())
+    metric = exp.task.main_metric
+    say(f"{cfg.task}: {len(grid)} run(s), source {exp.source}, targets {', '.join(exp.targets)}, "
+             f"device {exp.device}")
+    records = []
+    for i, settings in enumerate(grid, 1):
+        record = exp.run_one(settings, on_epoch_end)
+        records.append(record)
+        say(f"[{i}/{len(grid)}] " + describe(record, metric, exp.source, exp.targets))
+    counts = {status: sum(r["status"] == status for r in records) for status in ("done", "busy", "failed")}
+    summary = selection.summarize(records, metric, exp.source, exp.targets)
+    results = {"format": RESULTS_FORMAT, "task": cfg.task, "model": os.path.abspath(cfg.model),
+               "model_identity": exp.model_identity, "source": exp.source, "targets": exp.targets,
+               "complete": counts["done"] == len(grid), "counts": counts,
+               "data": {f"{s.split}_{s.lang}": {"path": s.path, "sha256": s.sha256} for s in exp.splits.values()},
+               "test_time": {"lang_embedding_at_test": cfg.lang_embedding_at_test,
+                             "maps": {t: {"layer": m.layer, "identity": m.identity} for t, m in exp.maps.items()},
+                             "shift": None if exp.shift is None else {"path": exp.shift.path, "layer": exp.shift.layer,
+                                                                      "alphas": cfg.shift_alpha}},
+               "config": cfg.to_dict(), "summary": summary, "runs": records}
+    text = selection.markdown(summary, f"xlt finetune {cfg.task}: {exp.source} -> {', '.join(exp.targets)}")
+    write_json(os.path.join(cfg.output, "results.json"), results)
+    with atomic_output(os.path.join(cfg.output, "summary.md")) as f:
+        f.write(text)
+    code = EXIT_FAILED if counts["failed"] else EXIT_BUSY if counts["busy"] else EXIT_OK
+    if counts["busy"]:
+        say(f"{counts['busy']} run(s) in progress in another process: the summary is partial; run again later")
+    say(f"{cfg.output}: {counts['done']}/{len(grid)} run(s) done, {counts['failed']} failed, "
+             f"{counts['busy']} busy elsewhere")
+    return Outcome(code, results, text, counts)

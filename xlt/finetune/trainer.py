@@ -1,0 +1,314 @@
+"""One fine-tuning run (one grid point, one seed) in its own directory: train, resume, evaluate.
+
+The run directory (named by the runner from a hash of everything that decides the result)::
+
+    config.json           what the run computes: settings, model and data checksums (write_run_description)
+    metrics.jsonl         one line per epoch: train loss, source dev metrics, lr, padding, speed
+    state.pt              resume state after the last completed epoch (deleted when training ends)
+    best-epoch{E}.pt      trainable weights of the best epoch on the source dev set
+    train.json            written when training is done: best epoch, dev curve
+    eval/*.json           one file per evaluation (language, split, test-time variant)
+
+Every file is written atomically, ``state.pt`` only after the best weights it names, so a kill at
+any moment resumes from the last completed epoch and ends as an uninterrupted run would (bit for
+bit on CPU: the epoch order is a function of (seed, epoch) and every RNG state is saved).
+
+Zero-shot protocol: the language-specific parameters of the pretrained encoder (all languages'),
+and with ``freeze_bottom = K`` the embeddings and shared layers 1..K, get ``requires_grad = False``
+and are left out of the optimizer. Only the trainable tensors and the head are saved; the frozen
+ones are the pretrained run's, reloaded from it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import glob
+import json
+import math
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+from torch import nn
+
+from xlt.finetune.config import RunSettings
+from xlt.finetune.ordering import bucketed, epoch_order, ordered_batches
+from xlt.finetune.task import Batch, Task
+from xlt.model.encoder import Encoder, LayerHook
+from xlt.pretrain.checkpoint import load_checkpoint, save_checkpoint
+from xlt.pretrain.pretrained import PretrainedRun, TextPipeline
+from xlt.utils import log
+from xlt.utils.errors import XltError
+from xlt.utils.rundir import MetricsLog
+from xlt.utils.seed import rng_state, seed_everything, set_rng_state
+from xlt.utils.textio import write_json
+
+def read_json(path: str) -> Any:
+    """A JSON file this package wrote (an unreadable one is reported, not a traceback)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise XltError(f"cannot read JSON ({e})", path) from None
+
+
+def say(message: str) -> None:
+    """A log line that rich does not wrap at 80 columns when stderr is a file (one line per run in a
+    cron log). Respects --quiet like ``log.info``."""
+    if not log._quiet:  # noqa: SLF001  (log.info has no soft-wrap switch)
+        log.console.print(message, markup=False, soft_wrap=True)
+
+
+EMBEDDING_PREFIXES = ("token_embeddings.", "position_embeddings.", "language_embeddings.", "embedding_norm.")
+
+
+class FinetuneModel(nn.Module):
+    """The pretrained encoder (its MLM head dropped) and a task head on its last hidden state."""
+
+    def __init__(self, encoder: Encoder, head: nn.Module):
+        super().__init__()
+        self.encoder, self.head = encoder, head
+
+    def forward(self, batch: Batch, lang: str, lang_embedding: Optional[str] = None,
+                layer_hook: Optional[LayerHook] = None) -> Any:
+        hidden = self.encoder(batch.input_ids, lang, batch.padding_mask, layer_hook=layer_hook,
+                              lang_embedding=lang_embedding).last_hidden_state
+        return self.head(hidden, batch)
+
+
+def frozen_parameter_names(encoder: Encoder, freeze_bottom: int) -> set[str]:
+    """Every language-specific parameter, plus the embeddings and layers 1..K when ``freeze_bottom = K``."""
+    n_layers = encoder.config.n_layers
+    if freeze_bottom > n_layers:
+        raise XltError(f"--freeze-bottom {freeze_bottom}: the model has only {n_layers} layers")
+    frozen = {name for name, _ in encoder.language_specific_parameters()}
+    if freeze_bottom > 0:
+        bottom = EMBEDDING_PREFIXES + tuple(f"layers.{i}." for i in range(freeze_bottom))
+        frozen |= {name for name, _ in encoder.named_parameters() if name.startswith(bottom)}
+    return frozen
+
+
+def set_dropout(module: nn.Module, p: float) -> None:
+    """Set every dropout of the encoder (hidden and attention) to ``p``."""
+    for m in module.modules():
+        if isinstance(m, nn.Dropout):
+            m.p = p
+        if hasattr(m, "attention_dropout"):
+            m.attention_dropout = p
+
+
+def lr_factor(schedule: str, warmup_fraction: float, total_steps: int) -> Callable[[int], float]:
+    """constant: 1. linear: 0 -> 1 over the warm-up steps, then down to 0 at ``total_steps`` (as
+    ``transformers.get_linear_schedule_with_warmup``, which crosslingual-nlp uses)."""
+    if schedule == "constant":
+        return lambda step: 1.0
+    warmup = int(warmup_fraction * total_steps)
+
+    def linear(step: int) -> float:
+        if step < warmup:
+            return step / max(1, warmup)
+        return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
+
+    return linear
+
+
+@dataclass
+class SourceData:
+    """What every run of a command shares: the task, the model, the source splits."""
+
+    task: Task
+    pretrained: PretrainedRun
+    labels: list[str]
+    source: str
+    text: TextPipeline  # the source's pipeline, one object for the whole command (tasks memoize per pipeline)
+    train: Sequence[Any]
+    train_lengths: Sequence[int]
+    dev: Sequence[Any]
+    dev_batches: Callable[[], list[Batch]]  # the source dev set in evaluation order (cached by the runner)
+    device: torch.device
+    autocast_dtype: Optional[torch.dtype]
+
+
+class RunTrainer:
+    """Train (or resume) one run and evaluate its best epoch; see the module docstring."""
+
+    def __init__(self, data: Optional[SourceData], settings: RunSettings, run_dir: str):
+        self.data, self.settings, self.run_dir = data, settings, run_dir
+        self.metrics = MetricsLog(os.path.join(run_dir, "metrics.jsonl"))
+        self.model: Optional[FinetuneModel] = None
+        self.optimizer: Optional[torch.optim.Optimizer] = None
+        self.loaded_best: Optional[str] = None
+
+    # ---- files ----------------------------------------------------------------------------------
+    def path(self, name: str) -> str:
+        return os.path.join(self.run_dir, name)
+
+    def training_summary(self) -> Optional[dict[str, Any]]:
+        """The contents of train.json, or None while training is not finished."""
+        return read_json(self.path("train.json")) if os.path.exists(self.path("train.json")) else None
+
+    def clean_leftovers(self) -> None:
+        """Remove what a killed process left: temporary files, best weights no state names, stale state."""
+        for tmp in glob.glob(self.path("*.tmp")) + glob.glob(self.path("eval/*.tmp")):
+            os.unlink(tmp)
+        summary = self.training_summary()
+        keep = summary["best_file"] if summary else None
+        if summary is None and os.path.exists(self.path("state.pt")):
+            keep = load_checkpoint(self.path("state.pt"))["best"]["file"]
+        elif summary is not None and os.path.exists(self.path("state.pt")):
+            os.unlink(self.path("state.pt"))
+        for stale in glob.glob(self.path("best-epoch*.pt")):
+            if os.path.basename(stale) != keep:
+                os.unlink(stale)
+
+    # ---- model ----------------------------------------------------------------------------------
+    def build(self) -> tuple[FinetuneModel, list[str]]:
+        """A fresh model (head seeded by the run's seed) and the names of its trainable encoder tensors."""
+        s, d = self.settings, self.data
+        seed_everything(s.seed)
+        encoder = copy.deepcopy(d.pretrained.model.encoder)
+        head = d.task.make_head(encoder.config.d_model, d.labels)
+        if s.dropout is not None:
+            set_dropout(encoder, s.dropout)
+        frozen = frozen_parameter_names(encoder, s.freeze_bottom)
+        trainable = []
+        for name, param in encoder.named_parameters():
+            param.requires_grad_(name not in frozen)
+            if name not in frozen:
+                trainable.append(name)
+        return FinetuneModel(encoder, head).to(d.device), trainable
+
+    def weights(self, model: FinetuneModel, trainable: list[str]) -> dict[str, Any]:
+        params = dict(model.encoder.named_parameters())
+        return {"encoder": {n: params[n].detach().cpu().clone() for n in trainable},
+                "head": {k: v.detach().cpu().clone() for k, v in model.head.state_dict().items()}}
+
+    def load_weights(self, model: FinetuneModel, state: dict[str, Any]) -> None:
+        params = dict(model.encoder.named_parameters())
+        with torch.no_grad():
+            for name, tensor in state["encoder"].items():
+                params[name].copy_(tensor)
+        model.head.load_state_dict(state["head"])
+
+    def autocast(self):
+        dtype = self.data.autocast_dtype
+        return torch.autocast(self.data.device.type, dtype=dtype) if dtype else contextlib.nullcontext()
+
+    # ---- training -------------------------------------------------------------------------------
+    def train(self, on_epoch_end: Optional[Callable[[dict[str, Any]], None]] = None) -> dict[str, Any]:
+        """Train to the last epoch, resuming from ``state.pt``; write and return train.json's contents."""
+        done = self.training_summary()
+        if done is not None:
+            return done
+        s, d = self.settings, self.data
+        model, trainable = self.build()
+        params = dict(model.encoder.named_parameters())
+        optimizer = torch.optim.Adam([{"params": [params[n] for n in trainable], "lr": s.encoder_lr},
+                                      {"params": list(model.head.parameters()), "lr": s.head_lr}])
+        epoch_examples = s.epoch_size or len(d.train)
+        steps_per_epoch = math.ceil(epoch_examples / s.batch_size)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lr_factor(s.schedule, s.warmup_fraction, s.epochs * steps_per_epoch))
+        start, step, best, curve = 0, 0, {"epoch": None, "value": -math.inf, "file": None, "metrics": None}, []
+        if os.path.exists(self.path("state.pt")):
+            state = load_checkpoint(self.path("state.pt"))
+            self.load_weights(model, state["weights"])
+            optimizer.load_state_dict(state["optimizer"])
+            scheduler.load_state_dict(state["scheduler"])
+            set_rng_state(state["rng"])
+            start, step, best, curve = state["epoch"], state["step"], state["best"], state["dev_curve"]
+            self.metrics.truncate_after(step)
+            say(f"{self.run_dir}: resuming after epoch {start}")
+        elif os.path.exists(self.metrics.path):
+            os.unlink(self.metrics.path)
+        metric = d.task.main_metric
+        for epoch in range(start, s.epochs):
+            t0 = time.perf_counter()
+            order = epoch_order(len(d.train), epoch, s.seed, s.epoch_size)
+            if s.bucket:
+                order = bucketed(order, d.train_lengths, s.batch_size, s.seed, epoch)
+            model.train()
+            loss_sum, batches, padding, positions = 0.0, 0, 0, 0
+            with log.progress(f"epoch {epoch + 1}/{s.epochs}", total=steps_per_epoch) as bar:
+                for ob in ordered_batches(d.task, d.train, order, d.text, d.labels,
+                                          s.batch_size, s.max_len):
+                    loss = self.train_step(model, optimizer, ob.batch)
+                    scheduler.step()
+                    step, batches, loss_sum = step + 1, batches + 1, loss_sum + loss
+                    padding, positions = padding + ob.padding_positions, positions + ob.positions
+                    bar.advance(1)
+                    bar.update(status=f"loss {loss:.4f}")
+            dev = self.evaluate_batches(model, d.dev, d.dev_batches(), d.source, d.source, None)
+            curve.append(dev[metric])
+            if dev[metric] > best["value"]:
+                best = {"epoch": epoch + 1, "value": dev[metric], "file": f"best-epoch{epoch + 1}.pt", "metrics": dev}
+                save_checkpoint(self.path(best["file"]), {**self.weights(model, trainable), "epoch": epoch + 1,
+                                                          "labels": d.labels, "settings": s.to_dict()})
+            seconds = time.perf_counter() - t0
+            record = {"epoch": epoch + 1, "step": step, "train_loss": loss_sum / max(1, batches),
+                      "source_dev": dev, "best_epoch": best["epoch"],
+                      "lr": [g["lr"] for g in optimizer.param_groups],
+                      "padding_fraction": padding / max(1, positions),
+                      "examples_per_s": len(order) / seconds, "seconds": seconds}
+            save_checkpoint(self.path("state.pt"), {
+                "epoch": epoch + 1, "step": step, "weights": self.weights(model, trainable),
+                "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng_state(),
+                "best": best, "dev_curve": curve})
+            self.metrics.append(record)
+            self.clean_leftovers()
+            if on_epoch_end is not None:
+                on_epoch_end(record)
+        summary = {"best_epoch": best["epoch"], "best_file": best["file"], "source_dev": best["metrics"],
+                   "source_dev_main": best["value"], "dev_curve": curve, "epochs": s.epochs, "steps": step}
+        write_json(self.path("train.json"), summary)
+        os.unlink(self.path("state.pt"))
+        # The last epoch's model and optimizer stay inspectable; evaluation reloads the best epoch.
+        self.model, self.optimizer, self.loaded_best = model, optimizer, None
+        return summary
+
+    def train_step(self, model: FinetuneModel, optimizer: torch.optim.Optimizer, batch: Batch) -> float:
+        batch = batch.to(self.data.device)
+        with self.autocast():
+            loss = model.head.loss(model(batch, self.data.source), batch)
+        value = loss.item()
+        if not math.isfinite(value):
+            raise RuntimeError(f"training loss is {value}; the run stops (lower the learning rate)")
+        loss.backward()
+        if self.settings.clip_norm > 0:
+            torch.nn.utils.clip_grad_norm_([p for g in optimizer.param_groups for p in g["params"]],
+                                           self.settings.clip_norm)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return value
+
+    # ---- evaluation -----------------------------------------------------------------------------
+    @torch.no_grad()
+    def evaluate_batches(self, model: FinetuneModel, examples: Sequence[Any], batches: list[Batch], lang: str,
+                         lang_embedding: str, hook: Optional[LayerHook]) -> dict[str, float]:
+        """The task's metrics of ``model`` on one split, given its batches (split-level example ids)."""
+        model.eval()
+        predictions: dict[int, list[Any]] = {}
+        for batch in batches:
+            batch = batch.to(self.data.device)
+            with self.autocast():
+                outputs = model(batch, lang, lang_embedding, hook)
+            for example_id, prediction in zip(batch.example_ids, model.head.decode(outputs, batch)):
+                predictions.setdefault(example_id, []).append(prediction)
+        return self.data.task.evaluate(examples, predictions, self.data.labels)
+
+    def best_model(self) -> FinetuneModel:
+        """The best epoch's model (built once per run, from the pretrained model plus the saved weights)."""
+        summary = self.training_summary()
+        if summary is None:
+            raise XltError("the run has not finished training", self.run_dir)
+        if not os.path.exists(self.path(summary["best_file"])):
+            raise XltError("the run's weights were not kept (--no-keep-weights); remove the directory to train "
+                           "it again", self.run_dir)
+        if self.loaded_best != summary["best_file"]:
+            self.model, _ = self.build()
+            self.load_weights(self.model, load_checkpoint(self.path(summary["best_file"])))
+            self.loaded_best = summary["best_file"]
+        return self.model  # type: ignore[return-value]
