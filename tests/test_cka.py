@@ -156,3 +156,22 @@ def test_bad_inputs_give_one_line(run_dir, parallel, tmp_path):
                   "--text-b", fr, "-o", tmp_path / "x")
     assert_one_line_error(res, "'de'")
     assert not list(tmp_path.glob("x*"))
+
+
+def test_a_side_from_an_extraction_gives_the_same_column(run_dir, parallel, tmp_path):
+    from xlt.analysis.cka import CompareSettings, Side, compare
+    from xlt.analysis.extract import extract_to_files
+
+    en, fr = parallel
+    extract_to_files(str(run_dir), "en", str(en), str(tmp_path / "en"), layers=[0, 2])
+    settings = CompareSettings(layers=[0, 2])
+    from_text = compare(Side(str(run_dir), "en", str(en)), Side(str(run_dir), "fr", str(fr)), settings, "", "")
+    from_reps = compare(Side(reps=str(tmp_path / "en")), Side(str(run_dir), "fr", str(fr)), settings, "", "")
+    assert from_reps["cka"] == pytest.approx(from_text["cka"], rel=1e-6) and from_reps["layers"] == [0, 2]
+    with pytest.raises(XltError, match="not in this extraction"):
+        compare(Side(reps=str(tmp_path / "en")), Side(str(run_dir), "fr", str(fr)), CompareSettings(layers=[1]),
+                "", "")
+    short = tmp_path / "short.fr"
+    short.write_text("".join(fr.read_text().splitlines(keepends=True)[:10]))
+    with pytest.raises(XltError, match=f"{tmp_path / 'en'} has 50 sentences, {short} has 10"):
+        compare(Side(reps=str(tmp_path / "en")), Side(str(run_dir), "fr", str(short)), settings, "", "")

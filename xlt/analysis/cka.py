@@ -171,6 +171,10 @@ class Side:
     random_seed: Optional[int] = None
     reps: Optional[str] = None
 
+    @property
+    def source(self) -> str:
+        return self.reps or self.text
+
     def describe(self) -> dict:
         if self.reps:
             return {"reps": os.path.abspath(self.reps)}
@@ -190,27 +194,35 @@ class CompareSettings:
     device: str = "cpu"
 
 
-def _count_lines(path: str) -> int:
-    require_file(path, "text file")
-    return sum(1 for _ in read_lines(path))
+def _length(side: Side) -> int:
+    """Sentences of a side: lines of its text, or rows of its extraction."""
+    if side.reps:
+        return _reps_header(side.reps)[1]["count"]
+    require_file(side.text, "text file")
+    return sum(1 for _ in read_lines(side.text))
 
 
-def _load_reps(prefix: str, layers: Optional[list[int]], n: Optional[int]) -> tuple[np.ndarray, list[int], dict]:
-    """An ``xlt extract`` sentence-level output -> ([L, N, D] memmap rows, layers, header)."""
+def _reps_header(prefix: str) -> tuple[str, dict]:
+    """The prefix (without ``.npy``) and header of an ``xlt extract`` sentence-level output."""
     prefix = prefix[:-4] if prefix.endswith(".npy") else prefix
     header_path = require_file(prefix + ".json", "extract header")
     with open(header_path, encoding="utf-8") as f:
         header = json.load(f)
     if header.get("level") != "sentence":
         raise XltError(f"CKA compares sentence-level representations, this is {header.get('level')!r}", header_path)
+    return prefix, header
+
+
+def _load_reps(prefix: str, layers: Optional[list[int]], n: int) -> tuple[np.ndarray, list[int], dict]:
+    """An ``xlt extract`` sentence-level output -> (its first ``n`` rows [L, n, D], layers, header)."""
+    prefix, header = _reps_header(prefix)
     stored = header["layers"]
     wanted = stored if layers is None else layers
     missing = [layer for layer in wanted if layer not in stored]
     if missing:
-        raise XltError(f"layer {missing[0]} is not in this extraction (layers {stored})", header_path)
+        raise XltError(f"layer {missing[0]} is not in this extraction (layers {stored})", prefix + ".json")
     vectors = np.load(require_file(prefix + ".npy", "representations"), mmap_mode="r")
-    rows = slice(0, n) if n else slice(None)
-    return np.stack([vectors[stored.index(layer), rows] for layer in wanted]), wanted, header
+    return np.stack([vectors[stored.index(layer), :n] for layer in wanted]), wanted, header
 
 
 def _compute_side(side: Side, settings: CompareSettings, n: int, runs: dict) -> tuple[np.ndarray, list[int]]:
@@ -218,7 +230,7 @@ def _compute_side(side: Side, settings: CompareSettings, n: int, runs: dict) -> 
     from xlt.pretrain.pretrained import PretrainedRun
 
     if side.reps:
-        reps, layers, _ = _load_reps(side.reps, settings.layers, settings.n_sentences)
+        reps, layers, _ = _load_reps(side.reps, settings.layers, n)
         return reps, layers
     if side.run not in runs:
         runs[side.run] = PretrainedRun.load(side.run, settings.checkpoint, settings.device)
@@ -252,19 +264,14 @@ def retrieval_correlation(path: str, layers: list[int], values: Sequence[float])
 def compare(a: Side, b: Side, settings: CompareSettings, label: str, column: str,
             retrieval: Optional[str] = None) -> dict:
     """One Figure 7 column: per-layer CKA of the same n parallel sentences on sides ``a`` and ``b``."""
-    texts = [s.text for s in (a, b) if not s.reps]
-    counts = {path: _count_lines(path) for path in texts}
-    if len(texts) == 2 and counts[texts[0]] != counts[texts[1]]:
-        raise XltError(f"parallel files differ in length: {texts[0]} has {counts[texts[0]]} lines, "
-                       f"{texts[1]} has {counts[texts[1]]}")
-    n = min(counts.values()) if counts else 0
-    if settings.n_sentences:
-        n = min(n, settings.n_sentences) if counts else settings.n_sentences
+    length_a, length_b = _length(a), _length(b)
+    if length_a != length_b:
+        raise XltError(f"parallel inputs differ in length: {a.source} has {length_a} sentences, "
+                       f"{b.source} has {length_b}")
+    n = min(length_a, settings.n_sentences) if settings.n_sentences else length_a
     runs: dict = {}
     A, layers_a = _compute_side(a, settings, n, runs)
     B, layers_b = _compute_side(b, settings, n, runs)
-    if A.shape[1] != B.shape[1]:
-        raise XltError(f"the two sides hold {A.shape[1]} and {B.shape[1]} sentences")
     if layers_a != layers_b:
         raise XltError(f"the two sides have different layers ({layers_a} and {layers_b}); pass --layers")
     values = per_layer_cka(A, B, settings.debiased)
