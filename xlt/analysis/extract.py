@@ -96,7 +96,8 @@ def resolve_layers(n_layers: int, layers: Optional[Sequence[int]], source: Optio
     return chosen
 
 
-def pad_batch(sequences: Sequence[Sequence[int]], device: torch.device | str = "cpu") -> tuple[Tensor, Optional[Tensor]]:
+def pad_batch(sequences: Sequence[Sequence[int]],
+              device: torch.device | str = "cpu") -> tuple[Tensor, Optional[Tensor]]:
     """Right-pad id lists -> (ids Long [B,T], padding_mask Bool [B,T] True at pad, or None if none is padded)."""
     T = max(len(s) for s in sequences)
     ids = torch.full((len(sequences), T), PAD_ID, dtype=torch.long)
@@ -245,7 +246,8 @@ def word_vectors(run: PretrainedRun, lang: str, sentences_of_words: Sequence[Seq
 
 def token_vectors(run: PretrainedRun, lang: str, lines: Sequence[str], layers: Optional[Sequence[int]] = None,
                   batch_size: int = 32, device: torch.device | str = "cpu", include_specials: bool = False,
-                  model: Optional[nn.Module] = None, allocate: Optional[Allocate] = None) -> tuple[np.ndarray, RowIndex]:
+                  model: Optional[nn.Module] = None,
+                  allocate: Optional[Allocate] = None) -> tuple[np.ndarray, RowIndex]:
     """Every subword's representation: (float32 [L, total_tokens, D], index with ``token_ids``).
 
     ``include_specials`` keeps the two ``</s>`` of every input as rows too.
@@ -334,7 +336,8 @@ def extract_to_files(run_dir: str, lang: str, input_path: str, output: str, leve
     header = {
         "run": os.path.abspath(run_dir), "checkpoint": checkpoint, "step": run.step,
         "model": "pretrained" if random_seed is None else f"random:{random_seed}",
-        "lang": lang, "level": level, "pooling": pooling if level == "word" else "mean" if level == "sentence" else None,
+        "lang": lang, "level": level,
+        "pooling": {"word": pooling, "sentence": "mean"}.get(level),
         "include_specials": include_specials if level != "word" else False,
         "layers": layers, "shape": shape, "dtype": "float32",
         "input": os.path.abspath(input_path) if input_path != "-" else "-",

@@ -110,7 +110,7 @@ def compare(model_a, lang_a, text_a, reps_a, model_b, lang_b, text_b, reps_b, ra
       xlt cka compare --model-a runs/en --lang-a en --text-a en.txt --model-b runs/fr --random-b 0 \\
           --lang-b fr --text-b fr.txt --label en-fr --column Random -o cka/en-fr.random
     """
-    from xlt.analysis.cka import CompareSettings, Side, compare as run_compare, write_column
+    from xlt.analysis.cka import CompareSettings, compare as run_compare, write_column
     from xlt.analysis.extract import parse_layers
 
     a = _side("a", model_a, lang_a, text_a, reps_a, None)
