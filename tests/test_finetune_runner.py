@@ -17,6 +17,7 @@ import pytest
 import torch
 from finetune_toy import ToyTask, build_toy_world
 
+from xlt.analysis.shift import SHIFT_FORMAT, LanguageShift
 from xlt.finetune import ordering, selection
 from xlt.finetune.config import FinetuneConfig, default_path
 from xlt.finetune.runner import EXIT_BUSY, EXIT_OK, Experiment, finetune
@@ -24,9 +25,18 @@ from xlt.finetune.trainer import frozen_parameter_names, lr_factor
 from xlt.finetune.transforms import load_map, load_shift
 from xlt.pretrain.checkpoint import load_checkpoint
 from xlt.pretrain.pretrained import PretrainedRun, model_input
+from xlt.utils.errors import XltError
 from xlt.utils.rundir import exclusive_lock
 
 TOY = "finetune_toy:ToyTask"
+
+
+def write_shift(path: Path, target: str, source: str, mean_target: np.ndarray, mean_source: np.ndarray,
+                step: int) -> Path:
+    """A shift file as ``xlt shift-decode shift --src means.TARGET.npz --tgt means.SOURCE.npz`` writes it."""
+    header = {"format": SHIFT_FORMAT, "src": target, "tgt": source, "run": "test", "step": step}
+    LanguageShift(target, source, mean_target, mean_source, header).save(str(path))
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -173,9 +183,9 @@ def test_finished_runs_are_skipped_and_new_evaluations_need_no_training(world, t
     assert epochs == [] and [r["worked"] for r in outcome.results["runs"]] == [False]
     assert {p: p.stat().st_mtime_ns for p in out.glob("runs/*/eval/*.json")} == evals
     # A test-time variant asked later is evaluated from the kept weights, without training.
-    means = tmp_path / "means.npz"
-    np.savez(means, en=np.zeros((3, 64), np.float32), fr=np.ones((3, 64), np.float32))
-    outcome = finetune(config(world, out, shift=str(means), shift_layer=1, shift_alpha=[0.0, 0.5]),
+    shift = write_shift(tmp_path / "shift.npz", "fr", "en", np.ones((3, 64), np.float32),
+                        np.zeros((3, 64), np.float32), step=10)
+    outcome = finetune(config(world, out, shift=[str(shift)], shift_layer=1, shift_alpha=[0.0, 0.5]),
                        on_epoch_end=epochs.append)
     run = outcome.results["runs"][0]
     assert epochs == [] and run["worked"] and run["shift_alpha"]["fr"] in (0.0, 0.5)
@@ -215,20 +225,26 @@ def test_test_time_transforms(world, tmp_path):
     expected = encoder.encode_from(plain[0] * 2.0, "fr", 0).last_hidden_state
     assert torch.allclose(encoder(ids, "fr", layer_hook=doubled.hook()).last_hidden_state, expected, atol=1e-5)
     rng = np.random.default_rng(0)
-    means_path = tmp_path / "means.npz"
     means = {"en": rng.normal(size=(L + 1, D)).astype(np.float32), "fr": rng.normal(size=(L + 1, D)).astype(np.float32)}
-    np.savez(means_path, **means)
-    shift = load_shift(str(means_path), 1, D, L)
-    assert torch.equal(encoder(ids, "fr", layer_hook=shift.hook("en", "fr", 0.0)).last_hidden_state, plain[-1])
+    shift_path = write_shift(tmp_path / "shift.npz", "fr", "en", means["fr"], means["en"], run.step)
+    shift = load_shift(str(shift_path), 1, "en", D, L, run.step)
+    assert shift.target == "fr"
+    assert torch.equal(encoder(ids, "fr", layer_hook=shift.hook(0.0)).last_hidden_state, plain[-1])
     delta = torch.from_numpy(means["en"][1] - means["fr"][1])
-    shifted = encoder(ids, "fr", output_hidden_states=True, layer_hook=shift.hook("en", "fr", 1.5)).hidden_states
+    shifted = encoder(ids, "fr", output_hidden_states=True, layer_hook=shift.hook(1.5)).hidden_states
     assert torch.allclose(shifted[1], plain[1] + 1.5 * delta, atol=1e-6)
     assert torch.allclose(shifted[-1], encoder.encode_from(plain[1] + 1.5 * delta, "fr", 1).last_hidden_state,
                           atol=1e-5)
     assert not torch.allclose(shifted[-1], plain[-1])
+    with pytest.raises(XltError, match="towards the source"):
+        load_shift(str(write_shift(tmp_path / "wrong.npz", "en", "fr", means["en"], means["fr"], run.step)),
+                   1, "en", D, L, run.step)
+    with pytest.raises(XltError, match="step 3"):
+        load_shift(str(write_shift(tmp_path / "old.npz", "fr", "en", means["fr"], means["en"], 3)), 1, "en", D, L,
+                   run.step)
     # End to end: the identity map and alpha 0 reproduce the plain numbers; alpha is chosen on fr dev.
     out = tmp_path / "out"
-    outcome = finetune(config(world, out, map_dir=[str(map_dir)], map_layer=1, shift=str(means_path),
+    outcome = finetune(config(world, out, map_dir=[str(map_dir)], map_layer=1, shift=[str(shift_path)],
                               shift_layer=1, shift_alpha=[0.0, 3.0]))
     results = outcome.results["runs"][0]["results"]
     assert results["map"]["fr"] == results["plain"]["fr"]

@@ -16,7 +16,7 @@ from xlt.utils.errors import XltError
 
 # Options spelled by hand below (lists, triples, the task argument); the rest come from the dataclass.
 LIST_FIELDS = {"batch_size": int, "encoder_lr": float, "head_lr": float, "seeds": int, "shift_alpha": float}
-MANUAL = {"task", "model", "output", "targets", "eval", "task_settings", "map_dir", *LIST_FIELDS}
+MANUAL = {"task", "model", "output", "targets", "eval", "task_settings", "map_dir", "shift", *LIST_FIELDS}
 GENERATED = [f.name for f in dataclasses.fields(FinetuneConfig) if f.name not in MANUAL]
 
 
@@ -91,9 +91,10 @@ def _task_value(text: str) -> Any:
 @click.option("--head-lr", multiple=True, metavar="LR[,LR...]", help=_help("head_lr"))
 @click.option("--seeds", multiple=True, metavar="N[,N...]", help=_help("seeds") + " [default: 12]")
 @click.option("--map-dir", multiple=True, type=click.Path(), metavar="DIR", help=_help("map_dir"))
+@click.option("--shift", multiple=True, type=click.Path(), metavar="FILE", help=_help("shift"))
 @click.option("--shift-alpha", multiple=True, metavar="A[,A...]", help=_help("shift_alpha") + " [default: 1]")
 @dataclass_options(FinetuneConfig, skip=MANUAL)
-def finetune(task: str, config_file: str | None, targets, eval_, task_settings, map_dir, **values) -> None:
+def finetune(task: str, config_file: str | None, targets, eval_, task_settings, map_dir, shift, **values) -> None:
     """Zero-shot cross-lingual transfer: fine-tune on a source language, test on every target.
 
     The pretrained model (plus a new task head) is fine-tuned on the source language over a grid of
@@ -117,7 +118,7 @@ def finetune(task: str, config_file: str | None, targets, eval_, task_settings, 
     \b
     Example (test-time mean-difference shift at layer 6, weight chosen per target on its dev set):
       xlt finetune xnli --model runs/en-fr -o results/xnli.mds --freeze-bottom 6 \\
-          --shift means.npz --shift-layer 6 --shift-alpha 0.5,1,1.5,2
+          --shift shift.fr-en.npz --shift-layer 6 --shift-alpha 0.5,1,1.5,2
     """
     from xlt.finetune.runner import finetune as run
 
@@ -138,6 +139,8 @@ def finetune(task: str, config_file: str | None, targets, eval_, task_settings, 
         merged["task_settings"] = {k: _task_value(v) for k, v in task_settings}
     if map_dir:
         merged["map_dir"] = list(map_dir)
+    if shift:
+        merged["shift"] = list(shift)
     cfg = build_config(FinetuneConfig, merged)
     outcome = run(cfg)
     click.echo(outcome.markdown, nl=False)

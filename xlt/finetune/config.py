@@ -147,9 +147,10 @@ class FinetuneConfig:
                                "(repeatable, one per target)", default_factory=list, metavar="DIR")
     map_layer: Optional[int] = _help("layer whose output is mapped (0 = embeddings); needed when a map "
                                      "directory holds several layers", default=None)
-    shift: Optional[str] = _help("test-time mean-difference shift (Liu et al. 2020): language means per layer, "
-                                 ".npz or .pt {lang: [n_layers+1, D]}; a target's layer output gets "
-                                 "alpha * (mean_source - mean_target) added", default=None, metavar="FILE")
+    shift: list[str] = _help("test-time mean-difference shift (Liu et al. 2020): a file of xlt shift-decode shift "
+                             "--src means.TARGET.npz --tgt means.SOURCE.npz (repeatable, one per target); the "
+                             "target's layer output gets alpha * (mean_source - mean_target) added",
+                             default_factory=list, metavar="FILE")
     shift_layer: Optional[int] = _help("layer whose output is shifted (Liu et al.: 6)", default=None)
     shift_alpha: list[float] = _help("shift weights; with several, each target picks its own on its dev set "
                                      "(as Liu et al.'s Table 4)", default_factory=lambda: [1.0], metavar="A[,A...]")
@@ -161,7 +162,7 @@ class FinetuneConfig:
 
     def __post_init__(self) -> None:
         self.targets = [t for item in self.targets for t in str(item).split(",") if t]
-        for name in ("batch_size", "encoder_lr", "head_lr", "seeds", "shift_alpha"):
+        for name in ("batch_size", "encoder_lr", "head_lr", "seeds", "shift_alpha", "shift", "map_dir"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, list):
                 setattr(self, name, list(value) if isinstance(value, (tuple, set)) else [value])
@@ -201,7 +202,7 @@ class FinetuneConfig:
             raise XltError(f"--checkpoint must be best or last, got {self.checkpoint!r}")
         if self.precision not in ("auto", "fp32"):
             raise XltError(f"--precision must be auto or fp32, got {self.precision!r}")
-        if (self.shift_layer is None) != (self.shift is None):
+        if (self.shift_layer is None) != (not self.shift):
             raise XltError("--shift and --shift-layer go together")
 
     def source_language(self) -> str:

@@ -37,7 +37,7 @@ from xlt.finetune.config import DATA_LAYOUT, FinetuneConfig, RunSettings, defaul
 from xlt.finetune.ordering import evaluation_order, example_lengths, ordered_batches
 from xlt.finetune.task import Batch, Task
 from xlt.finetune.trainer import RunTrainer, SourceData, read_json, say
-from xlt.finetune.transforms import LayerMap, MeanShift, file_sha256, load_map, load_shift
+from xlt.finetune.transforms import LayerMap, TargetShift, file_sha256, load_map, load_shift
 from xlt.pretrain.pretrained import PretrainedRun, TextPipeline
 from xlt.utils.errors import XltError, require_file
 from xlt.utils.rundir import exclusive_lock, write_run_description
@@ -108,7 +108,7 @@ class Experiment:
         self.max_len = cfg.resolved("max_len")
         self.device = torch.device("cuda" if cfg.device == "auto" and torch.cuda.is_available() else
                                    "cpu" if cfg.device == "auto" else cfg.device)
-        self.maps, self.shift = self._read_transforms()
+        self.maps, self.shifts = self._read_transforms()
         self.model_identity = {"checkpoint": cfg.checkpoint, "vocab_sha256": self.pretrained.vocab.sha256,
                                "checkpoint_sha256": file_sha256(os.path.join(cfg.model, "checkpoints",
                                                                              f"{cfg.checkpoint}.pt"))}
@@ -144,23 +144,23 @@ class Experiment:
             splits[split, lang] = Split(lang, split, path, file_sha256(path), examples)
         return splits
 
-    def _read_transforms(self) -> tuple[dict[str, LayerMap], Optional[MeanShift]]:
+    def _read_transforms(self) -> tuple[dict[str, LayerMap], dict[str, TargetShift]]:
+        """Test-time maps and shifts, one per target at most, checked against the model and targets."""
         config, cfg = self.pretrained.config, self.cfg
-        maps = {}
-        for directory in cfg.map_dir:
-            layer_map = load_map(directory, cfg.map_layer, self.source, config.d_model, config.n_layers)
-            if layer_map.target not in self.targets:
-                raise XltError(f"map is for {layer_map.target!r}, not one of the targets ({', '.join(self.targets)})",
-                               directory)
-            if layer_map.target in maps:
-                raise XltError(f"two maps for target {layer_map.target!r}", directory)
-            maps[layer_map.target] = layer_map
-        shift = None
-        if cfg.shift is not None:
-            shift = load_shift(cfg.shift, cfg.shift_layer, config.d_model, config.n_layers)
-            for target in self.targets:
-                shift.vector(self.source, target)  # every language needs a mean: fail now, not after training
-        return maps, shift
+        maps: dict[str, LayerMap] = {}
+        shifts: dict[str, TargetShift] = {}
+        loaded = [(d, load_map(d, cfg.map_layer, self.source, config.d_model, config.n_layers), maps)
+                  for d in cfg.map_dir]
+        loaded += [(f, load_shift(f, cfg.shift_layer, self.source, config.d_model, config.n_layers,
+                                  self.pretrained.step), shifts) for f in cfg.shift]
+        for path, transform, table in loaded:
+            if transform.target not in self.targets:
+                raise XltError(f"it is for {transform.target!r}, not one of the targets ({', '.join(self.targets)})",
+                               path)
+            if transform.target in table:
+                raise XltError(f"a second file for target {transform.target!r}", path)
+            table[transform.target] = transform
+        return maps, shifts
 
     def text(self, lang: str) -> TextPipeline:
         """One pipeline per language for the whole command: tasks keep encodings per pipeline object."""
@@ -246,23 +246,21 @@ class Experiment:
                 if not put("map", lang, split, get(lang, split, "map", params, layer_map.hook())):
                     return None
         alphas: dict[str, float] = {}
-        if self.shift is not None:
-            metric = self.task.main_metric
-            for lang in self.targets:
-                per_alpha = {}
-                for alpha in self.cfg.shift_alpha:
-                    params = {"layer": self.shift.layer, "alpha": alpha, "means": self.shift.identity}
-                    per_alpha[alpha] = get(lang, "dev", "shift", params, self.shift.hook(self.source, lang, alpha))
-                    if per_alpha[alpha] is None:
-                        return None
-                # Liu et al. pick each target's weight on that target's dev set; ties: the earlier weight.
-                alpha = max(self.cfg.shift_alpha, key=lambda a: (per_alpha[a][metric], -self.cfg.shift_alpha.index(a)))
-                alphas[lang] = alpha
-                params = {"layer": self.shift.layer, "alpha": alpha, "means": self.shift.identity}
-                put("shift", lang, "dev", per_alpha[alpha])
-                if not put("shift", lang, "test", get(lang, "test", "shift", params,
-                                                      self.shift.hook(self.source, lang, alpha))):
+        metric = self.task.main_metric
+        for lang, shift in self.shifts.items():
+            per_alpha = {}
+            for alpha in self.cfg.shift_alpha:
+                params = {"layer": shift.layer, "alpha": alpha, "shift": shift.identity}
+                per_alpha[alpha] = get(lang, "dev", "shift", params, shift.hook(alpha))
+                if per_alpha[alpha] is None:
                     return None
+            # Liu et al. pick each target's weight on that target's dev set; ties: the earlier weight.
+            alpha = max(self.cfg.shift_alpha, key=lambda a: (per_alpha[a][metric], -self.cfg.shift_alpha.index(a)))
+            alphas[lang] = alpha
+            put("shift", lang, "dev", per_alpha[alpha])
+            params = {"layer": shift.layer, "alpha": alpha, "shift": shift.identity}
+            if not put("shift", lang, "test", get(lang, "test", "shift", params, shift.hook(alpha))):
+                return None
         return {"results": results, "shift_alpha": alphas}
 
     def run_one(self, settings: RunSettings, on_epoch_end: Optional[Callable]) -> dict[str, Any]:
@@ -339,8 +337,8 @@ def finetune(cfg: FinetuneConfig, on_epoch_end: Optional[Callable[[dict[str, Any
                "data": {f"{s.split}_{s.lang}": {"path": s.path, "sha256": s.sha256} for s in exp.splits.values()},
                "test_time": {"lang_embedding_at_test": cfg.lang_embedding_at_test,
                              "maps": {t: {"layer": m.layer, "identity": m.identity} for t, m in exp.maps.items()},
-                             "shift": None if exp.shift is None else {"path": exp.shift.path, "layer": exp.shift.layer,
-                                                                      "alphas": cfg.shift_alpha}},
+                             "shifts": {t: {"layer": m.layer, "identity": m.identity, "alphas": cfg.shift_alpha}
+                                        for t, m in exp.shifts.items()}},
                "config": cfg.to_dict(), "summary": summary, "runs": records}
     text = selection.markdown(summary, f"xlt finetune {cfg.task}: {exp.source} -> {', '.join(exp.targets)}")
     write_json(os.path.join(cfg.output, "results.json"), results)

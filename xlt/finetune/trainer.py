@@ -241,6 +241,7 @@ class RunTrainer:
                     padding, positions = padding + ob.padding_positions, positions + ob.positions
                     bar.advance(1)
                     bar.update(status=f"loss {loss:.4f}")
+            train_seconds = time.perf_counter() - t0
             dev = self.evaluate_batches(model, d.dev, d.dev_batches(), d.source, d.source, None)
             curve.append(dev[metric])
             if dev[metric] > best["value"]:
@@ -252,7 +253,7 @@ class RunTrainer:
                       "source_dev": dev, "best_epoch": best["epoch"],
                       "lr": [g["lr"] for g in optimizer.param_groups],
                       "padding_fraction": padding / max(1, positions),
-                      "examples_per_s": len(order) / seconds, "seconds": seconds}
+                      "examples_per_s": len(order) / train_seconds, "seconds": seconds}
             save_checkpoint(self.path("state.pt"), {
                 "epoch": epoch + 1, "step": step, "weights": self.weights(model, trainable),
                 "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng_state(),

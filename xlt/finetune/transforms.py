@@ -15,12 +15,12 @@ directory, as ``xlt align dictionary`` writes it::
 Row-vector convention: a target state ``x`` [D] becomes ``x @ W`` (so Procrustes' W = U Vᵀ from
 SVD(Xᵀ Y), X = target rows, Y = source rows, is stored as is).
 
-**Mean-difference shift** (Liu et al. 2020 §4.1, Table 4). A file of per-language means over all
-non-padding tokens, ``.npz`` (one array per language code) or ``.pt`` (a dict), each array
-[n_layers + 1, D] with row ``l`` the mean of layer ``l``. A target's layer-``l`` output gets
-``alpha * (mean_source[l] - mean_target[l])`` added, which is Liu et al.'s D_{target->source}: with
-alpha = 1 the target's mean lands on the source's, so the fine-tuned layers above see inputs that
-look like the source language they were trained on.
+**Mean-difference shift** (Liu et al. 2020 §4.1, Table 4). A shift file of ``xlt shift-decode
+shift`` (``xlt-shift/1``, :class:`xlt.analysis.shift.LanguageShift`) made with ``--src`` = the
+target X and ``--tgt`` = the source, one per target. X's layer-``l`` output gets
+``alpha * (mean_source[l] - mean_X[l])`` added -- Liu et al.'s D_{X->source}: with alpha = 1 the
+target's mean lands on the source's, so the fine-tuned layers above see inputs that look like the
+source language they were trained on.
 """
 
 from __future__ import annotations
@@ -51,18 +51,12 @@ def file_sha256(path: str) -> str:
 
 
 def _load_array(path: str) -> np.ndarray:
-    """A float array from ``.npy``/``.npz`` (numpy) or ``.pt`` (a tensor or a dict of tensors)."""
+    """A float array from ``.npy`` (numpy) or ``.pt`` (one tensor)."""
     try:
         if path.endswith(".pt"):
-            value = torch.load(path, map_location="cpu", weights_only=True)
-            if isinstance(value, dict):
-                return {k: np.asarray(v, dtype=np.float32) for k, v in value.items()}  # type: ignore[return-value]
-            return np.asarray(value, dtype=np.float32)
-        loaded = np.load(path, allow_pickle=False)
-        if isinstance(loaded, np.lib.npyio.NpzFile):
-            return {k: loaded[k].astype(np.float32) for k in loaded.files}  # type: ignore[return-value]
-        return loaded.astype(np.float32)
-    except (OSError, ValueError, RuntimeError) as e:
+            return np.asarray(torch.load(path, map_location="cpu", weights_only=True), dtype=np.float32)
+        return np.load(path, allow_pickle=False).astype(np.float32)
+    except (OSError, ValueError, RuntimeError, TypeError) as e:
         raise XltError(f"cannot read array file ({e})", path) from None
 
 
@@ -112,6 +106,8 @@ def load_map(directory: str, layer: Optional[int], source: str, d_model: int, n_
             raise XltError(f"map header lacks {key!r}", header_path)
     if header["source"] != source:
         raise XltError(f"map goes into {header['source']!r} space but the source language is {source!r}", header_path)
+    if header.get("d_model", d_model) != d_model:
+        raise XltError(f"map is for d_model {header['d_model']}, the model has {d_model}", header_path)
     layers = [int(x) for x in header["layers"]]
     if layer is None:
         if len(layers) != 1:
@@ -135,24 +131,16 @@ def load_map(directory: str, layer: Optional[int], source: str, d_model: int, n_
 
 
 @dataclass
-class MeanShift:
-    """Per-language, per-layer means and the layer at which their difference is added."""
+class TargetShift:
+    """Liu et al.'s shift for one target: ``delta`` = mean_source[layer] - mean_target[layer], [D]."""
 
-    path: str
+    target: str
     layer: int
-    means: dict[str, Tensor]  # lang -> [n_layers + 1, D]
-    identity: str
+    delta: Tensor
+    identity: str  # checksum of the shift file: part of an evaluation's key
 
-    def vector(self, source: str, target: str) -> Tensor:
-        """mean_source[layer] - mean_target[layer], [D]: what moves the target onto the source."""
-        for lang in (source, target):
-            if lang not in self.means:
-                raise XltError(f"no mean for language {lang!r} (the file has {', '.join(sorted(self.means))})",
-                               self.path)
-        return self.means[source][self.layer] - self.means[target][self.layer]
-
-    def hook(self, source: str, target: str, alpha: float) -> LayerHook:
-        delta = alpha * self.vector(source, target)
+    def hook(self, alpha: float) -> LayerHook:
+        delta = alpha * self.delta
 
         def apply(layer: int, hidden: Tensor) -> Tensor:
             if layer != self.layer:
@@ -162,19 +150,22 @@ class MeanShift:
         return apply
 
 
-def load_shift(path: str, layer: int, d_model: int, n_layers: int) -> MeanShift:
-    """Read language means (``.npz`` or ``.pt``: {lang: [n_layers + 1, D]}) for a shift at ``layer``."""
-    require_file(path, "language means file")
+def load_shift(path: str, layer: int, source: str, d_model: int, n_layers: int, step: int) -> TargetShift:
+    """An ``xlt shift-decode shift --src means.X.npz --tgt means.SOURCE.npz`` file (``xlt-shift/1``),
+    i.e. the shift that moves target X towards the source, checked against the model."""
+    from xlt.analysis.shift import LanguageShift
+
+    shift = LanguageShift.load(path)
+    if shift.tgt != source:
+        raise XltError(f"shift goes from {shift.src!r} to {shift.tgt!r}; the runner needs one towards the source "
+                       f"{source!r} (xlt shift-decode shift --src means.{shift.src}.npz --tgt means.{source}.npz)", path)
+    if shift.mean_src.shape != (n_layers + 1, d_model):
+        raise XltError(f"shift has shape {shift.mean_src.shape}, the model needs [{n_layers + 1}, {d_model}]", path)
+    if shift.header.get("step") not in (None, step):
+        raise XltError(f"shift comes from step {shift.header['step']} of its model, the fine-tuned model starts "
+                       f"from step {step}", path)
     _check_layer(layer, n_layers, "shift")
-    loaded = _load_array(path)
-    if not isinstance(loaded, dict) or not loaded:
-        raise XltError("expected one [n_layers + 1, D] array per language code", path)
-    means = {}
-    for lang, array in loaded.items():
-        if array.shape != (n_layers + 1, d_model):
-            raise XltError(f"mean of {lang!r} has shape {array.shape}, the model needs [{n_layers + 1}, {d_model}]",
-                           path)
-        if not np.isfinite(array).all():
-            raise XltError(f"mean of {lang!r} has non-finite values", path)
-        means[lang] = torch.from_numpy(array)
-    return MeanShift(path, layer, means, file_sha256(path))
+    delta = torch.from_numpy(np.asarray(shift.difference(layer), dtype=np.float32))
+    if not torch.isfinite(delta).all():
+        raise XltError("shift has non-finite values", path)
+    return TargetShift(shift.src, layer, delta, file_sha256(path))
