@@ -134,6 +134,16 @@ def test_frozen_parameters_do_not_change(world, tmp_path):
         else:
             assert param.requires_grad
     assert any(not torch.equal(trained[n], original[n]) for n in trained if n.startswith("layers.1."))
+    # The shared language-embedding table trains, but only the source's row: fr keeps its pretrained row.
+    before = original["language_embeddings.weight"]
+    assert "language_embeddings.weight" in frozen  # --freeze-bottom 1 includes the embeddings ...
+    exp2 = Experiment(config(world, tmp_path / "out2", epochs=1))
+    trainer2 = RunTrainer(exp2.source_data(), next(exp2.cfg.grid()), str(tmp_path / "run2"))
+    os.makedirs(trainer2.run_dir)
+    trainer2.train()
+    table = dict(trainer2.model.encoder.named_parameters())["language_embeddings.weight"]
+    assert table.requires_grad  # ... without it the table trains, yet the target's row cannot move
+    assert torch.equal(table[1], before[1]) and not torch.equal(table[0], before[0])
     in_optimizer = {id(p) for g in trainer.optimizer.param_groups for p in g["params"]}
     assert not any(id(trained[n]) in in_optimizer for n in frozen)
     assert set(seen[0]["weights"]["encoder"]) == set(trained) - frozen
