@@ -189,7 +189,7 @@ def test_presets_that_do_not_fit_the_depth_are_refused():
 
 
 def test_unknown_presets_list_the_known_ones():
-    with pytest.raises(XltError, match="known: wu2020, small, tiny"):
+    with pytest.raises(XltError, match="known: wu2020, small, mini, tiny"):
         EncoderConfig.preset("base", vocab_size=V, languages=LANGS)
     with pytest.raises(XltError, match="known: default, sep-emb, sep-l1-3"):
         SharingSpec.preset("sep-l1-2")
@@ -213,7 +213,7 @@ def test_config_round_trips_through_json(tmp_path):
     assert again == cfg and again.sharing.separate_layers == (1, 3)
     for dataclass in (EncoderConfig, SharingSpec):
         assert all(f.metadata.get("help") for f in dataclasses.fields(dataclass))
-    assert set(MODEL_PRESETS) == {"wu2020", "small", "tiny"}
+    assert set(MODEL_PRESETS) == {"wu2020", "small", "mini", "tiny"}
     with pytest.raises(XltError) as err:
         EncoderConfig.from_dict({**cfg.to_dict(), "n_layer": 3}, path=tmp_path / "config.json")
     assert str(err.value).startswith(f"{tmp_path / 'config.json'}: unknown encoder config field(s): n_layer")

@@ -23,7 +23,8 @@ class PretrainConfig:
                                   metavar="LANG CODES", default_factory=dict)
     lowercase: bool = _help("the text was lowercased by xlt tokenize (recorded for later stages)", default=False)
     remove_accents: bool = _help("accents were removed by xlt tokenize (recorded for later stages)", default=False)
-    preset: str = _help("model preset: wu2020 (the paper's), small (CPU demo) or tiny (tests)", default="small")
+    preset: str = _help("model preset: wu2020 (the paper's), small (CPU demo), mini (8 narrow layers: "
+                        "every Table 1 row on a CPU) or tiny (tests)", default="small")
     sharing: str = _help("parameter sharing preset, a row of Wu et al.'s Table 1: default, sep-emb, "
                          "sep-l1-3, sep-l1-6, sep-emb+l1-3, sep-emb+l1-6", default="default")
     separate_layers: Optional[tuple[int, int]] = _help(
