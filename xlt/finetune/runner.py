@@ -65,6 +65,19 @@ def resolve_task(name: str, settings: dict[str, Any]) -> Task:
     return get_task(name, **settings)
 
 
+def resolve_device(name: str) -> torch.device:
+    """auto: CUDA when present, else CPU; a CUDA device asked for on a machine without one is an error."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise XltError(f"unknown device {name!r}; use cpu, cuda, cuda:N or auto") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise XltError(f"--device {name}: no CUDA device on this machine")
+    return device
+
+
 def short_hash(obj: Any, n: int = 12) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:n]
 
@@ -106,8 +119,10 @@ class Experiment:
         self.splits = self._read_splits()
         self.labels = self.task.labels(self.splits["train", self.source].examples)
         self.max_len = cfg.resolved("max_len")
-        self.device = torch.device("cuda" if cfg.device == "auto" and torch.cuda.is_available() else
-                                   "cpu" if cfg.device == "auto" else cfg.device)
+        if self.max_len > self.pretrained.config.max_positions:
+            raise XltError(f"--max-len {self.max_len} is more than the model's {self.pretrained.config.max_positions} "
+                           "positions", cfg.model)
+        self.device = resolve_device(cfg.device)
         self.maps, self.shifts = self._read_transforms()
         self.model_identity = {"checkpoint": cfg.checkpoint, "vocab_sha256": self.pretrained.vocab.sha256,
                                "checkpoint_sha256": file_sha256(os.path.join(cfg.model, "checkpoints",
@@ -214,11 +229,10 @@ class Experiment:
         With ``compute=False`` nothing is computed: None as soon as one evaluation is missing.
         """
         results: dict[str, dict] = {}
-        test_time_emb = lambda lang: lang if self.cfg.lang_embedding_at_test == "target" else self.source  # noqa: E731
 
         def get(lang: str, split: str, variant: str, params: dict, hook) -> Optional[dict]:
             s = self.splits[split, lang]
-            emb = self.source if lang == self.source else test_time_emb(lang)
+            emb = lang if self.cfg.lang_embedding_at_test == "target" else self.source
             key = {"lang": lang, "split": split, "data_sha256": s.sha256, "variant": variant, "params": params,
                    "lang_embedding": emb}
             path = os.path.join(trainer.run_dir, "eval", f"{lang}-{split}-{variant}-{short_hash(key)}.json")
@@ -290,6 +304,8 @@ class Experiment:
                 evaluated = self.evaluations(trainer, compute=True)
                 if not self.cfg.keep_weights and os.path.exists(os.path.join(run_dir, summary["best_file"])):
                     os.unlink(os.path.join(run_dir, summary["best_file"]))
+                if os.path.exists(os.path.join(run_dir, "error.txt")):  # an earlier attempt's failure
+                    os.unlink(os.path.join(run_dir, "error.txt"))
                 return {**record, "status": "done", "worked": True, **self._trained(summary), **evaluated}
             except Exception as e:  # one failed run must not stop the grid: record it, go on, exit non-zero
                 with atomic_output(os.path.join(run_dir, "error.txt")) as f:
