@@ -134,7 +134,8 @@ class Vocabulary:
 
     def _read_sidecar(self, sidecar: str) -> None:
         try:
-            meta = json.loads(open(sidecar, encoding="utf-8").read())
+            with open(sidecar, encoding="utf-8") as f:
+                meta = json.load(f)
         except (ValueError, UnicodeDecodeError) as e:
             raise XltError(f"not a valid ownership sidecar ({e})", sidecar) from None
         if meta.get("format") != SIDECAR_FORMAT:
