@@ -20,7 +20,6 @@ Shapes: n rows (parallel sentences), d / d' features; L layers.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from typing import Optional, Sequence
@@ -28,7 +27,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from xlt.utils.errors import XltError, require_file
-from xlt.utils.textio import atomic_output, atomic_path, read_lines, write_json
+from xlt.utils.textio import atomic_output, atomic_path, read_json, read_lines, write_json
 
 
 def _as_float64(X: np.ndarray) -> np.ndarray:
@@ -205,9 +204,8 @@ def _length(side: Side) -> int:
 def _reps_header(prefix: str) -> tuple[str, dict]:
     """The prefix (without ``.npy``) and header of an ``xlt extract`` sentence-level output."""
     prefix = prefix[:-4] if prefix.endswith(".npy") else prefix
-    header_path = require_file(prefix + ".json", "extract header")
-    with open(header_path, encoding="utf-8") as f:
-        header = json.load(f)
+    header_path = prefix + ".json"
+    header = read_json(header_path, "extract header")
     if header.get("level") != "sentence":
         raise XltError(f"CKA compares sentence-level representations, this is {header.get('level')!r}", header_path)
     return prefix, header
@@ -245,9 +243,8 @@ def _compute_side(side: Side, settings: CompareSettings, n: int, runs: dict) -> 
 
 def retrieval_correlation(path: str, layers: list[int], values: Sequence[float]) -> dict:
     """Pearson r between per-layer CKA and a sentence-retrieval file ``{"layers": [...], "p_at_1": [...]}``."""
+    result = read_json(path, "retrieval result")
     try:
-        with open(require_file(path, "retrieval result"), encoding="utf-8") as f:
-            result = json.load(f)
         by_layer = dict(zip((int(x) for x in result["layers"]), (float(x) for x in result["p_at_1"])))
         if len(result["layers"]) != len(result["p_at_1"]):
             raise ValueError("layers and p_at_1 differ in length")
@@ -292,13 +289,7 @@ def assemble_table(paths: Sequence[str]) -> dict:
     """Figure 7 layout from column files: rows L0..Ln and AVER, one column per file."""
     columns, layers = [], None
     for path in paths:
-        with open(require_file(path, "CKA column"), encoding="utf-8") as f:
-            try:
-                col = json.load(f)
-            except ValueError as e:
-                raise XltError(f"not JSON ({e})", path) from None
-        if not isinstance(col, dict) or col.get("format") != COLUMN_FORMAT:
-            raise XltError(f"not an xlt cka compare output (format {COLUMN_FORMAT})", path)
+        col = read_json(path, "xlt cka compare output", format=COLUMN_FORMAT)
         if layers is None:
             layers = col["layers"]
         elif col["layers"] != layers:

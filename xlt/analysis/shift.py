@@ -34,7 +34,7 @@ from xlt.pretrain.pretrained import PretrainedRun, model_input
 from xlt.text.vocab import SPECIALS
 from xlt.utils import log
 from xlt.utils.errors import XltError, require_file
-from xlt.utils.textio import atomic_path
+from xlt.utils.textio import atomic_path, read_json
 
 MEANS_FORMAT = "xlt-means/1"
 SHIFT_FORMAT = "xlt-shift/1"
@@ -333,13 +333,7 @@ def assemble_table2(paths: Sequence[str], layer: int, alpha: float, cr_layer: Op
     cr_layer = layer if cr_layer is None else cr_layer
     columns = []
     for path in paths:
-        with open(require_file(path, "shift-decode result"), encoding="utf-8") as f:
-            try:
-                result = json.load(f)
-            except ValueError as e:
-                raise XltError(f"not JSON ({e})", path) from None
-        if not isinstance(result, dict) or result.get("format") != RESULT_FORMAT:
-            raise XltError(f"not an xlt shift-decode translate output (format {RESULT_FORMAT})", path)
+        result = read_json(path, "xlt shift-decode translate output", format=RESULT_FORMAT)
         cell = {(r["layer"], r["alpha"]): r for r in result["grid"]}
         if (layer, float(alpha)) not in cell:
             raise XltError(f"no result at layer {layer}, alpha {alpha:g} in this sweep", path)

@@ -11,7 +11,6 @@ RUN DIR, never from loose pieces that could disagree::
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from typing import Optional, Sequence
@@ -39,6 +38,7 @@ def model_input(*segments: Sequence[int]) -> list[int]:
         out.append(EOS_ID)
     return out
 from xlt.utils.errors import PathLike, XltError
+from xlt.utils.textio import read_json
 
 
 class TextPipeline:
@@ -110,8 +110,7 @@ class PretrainedRun:
         model = MaskedLM(config)
         model.load_state_dict(state["model"])
         model.to(device).eval()
-        with open(os.path.join(run_dir, "text.json"), encoding="utf-8") as f:
-            text_settings = json.load(f)
+        text_settings = read_json(os.path.join(run_dir, "text.json"), "run text settings")
         return cls(run_dir, model, config, vocab, text_settings, state.get("step", 0))
 
     def text(self, lang: str) -> TextPipeline:

@@ -20,7 +20,7 @@ from typing import Any, Iterator, Optional
 
 from xlt import __version__
 from xlt.utils.errors import PathLike, XltError
-from xlt.utils.textio import write_json
+from xlt.utils.textio import read_json, write_json
 
 
 def environment() -> dict[str, Any]:
@@ -117,8 +117,7 @@ def check_same_config(run_dir: PathLike, resolved: dict[str, Any], mutable: tupl
     path = os.path.join(os.fspath(run_dir), "config.json")
     if not os.path.exists(path):
         return False
-    with open(path, encoding="utf-8") as f:
-        previous = json.load(f).get("config", {})
+    previous = read_json(path, "run description").get("config", {})
     differing = sorted(k for k in set(previous) | set(resolved)
                        if k not in mutable and previous.get(k) != resolved.get(k))
     if differing:

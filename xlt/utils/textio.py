@@ -11,12 +11,13 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import gzip
 import lzma
 import os
 import sys
 import tempfile
-from typing import BinaryIO, Iterator, Optional, TextIO
+from typing import Any, BinaryIO, Iterator, Optional, TextIO
 
 from xlt.utils.errors import PathLike, XltError, require_file
 
@@ -76,41 +77,11 @@ def read_numbered_lines(path: PathLike) -> Iterator[tuple[int, str]]:
 
 
 @contextlib.contextmanager
-def atomic_output(path: Optional[PathLike], mode: str = "w", encoding: Optional[str] = "utf-8") -> Iterator[TextIO]:
-    """Open ``path`` for writing through a temporary file that is renamed on success.
-
-    ``None`` or ``-`` writes to stdout instead. On any exception the temporary file is removed and
-    the previous content of ``path`` (if any) is left untouched.
-    """
-    if path is None or os.fspath(path) == "-":
-        stream = sys.stdout.buffer if "b" in mode else sys.stdout
-        yield stream  # type: ignore[misc]
-        stream.flush()
-        return
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise XltError("output directory does not exist", directory)
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp", dir=directory)
-    try:
-        kwargs = {} if "b" in mode else {"encoding": encoding, "newline": "\n"}
-        with os.fdopen(fd, mode, **kwargs) as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, _umask_mode())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
-@contextlib.contextmanager
 def atomic_path(path: PathLike) -> Iterator[str]:
     """Yield a temporary path beside ``path``; rename it to ``path`` if the block succeeds.
 
-    For writers that need a file name (numpy memmaps, external tools) rather than a stream.
+    For writers that need a file name (numpy memmaps, external tools) rather than a stream. On any
+    exception the temporary file is removed and the previous content of ``path`` is left untouched.
     """
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
@@ -129,10 +100,43 @@ def atomic_path(path: PathLike) -> Iterator[str]:
         raise
 
 
+@contextlib.contextmanager
+def atomic_output(path: Optional[PathLike], mode: str = "w", encoding: Optional[str] = "utf-8") -> Iterator[TextIO]:
+    """Open ``path`` for writing through :func:`atomic_path`: renamed into place only on success.
+
+    ``None`` or ``-`` writes to stdout instead.
+    """
+    if path is None or os.fspath(path) == "-":
+        stream = sys.stdout.buffer if "b" in mode else sys.stdout
+        yield stream  # type: ignore[misc]
+        stream.flush()
+        return
+    kwargs = {} if "b" in mode else {"encoding": encoding, "newline": "\n"}
+    with atomic_path(path) as tmp, open(tmp, mode, **kwargs) as f:
+        yield f
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def write_json(path: PathLike, obj: object) -> None:
     """Write ``obj`` as indented JSON, atomically."""
-    import json
-
     with atomic_output(path) as f:
         json.dump(obj, f, indent=2, ensure_ascii=False, sort_keys=False)
         f.write("\n")
+
+
+def read_json(path: PathLike, what: str = "JSON file", format: Optional[str] = None) -> Any:
+    """Read a JSON file (usually one xlt wrote), as a one-line error when missing or unreadable.
+
+    With ``format``, the file must be an object whose ``"format"`` key equals it.
+    """
+    path = require_file(path, what)
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise XltError(f"not a valid {what} ({e})", path) from None
+    if format is not None and (not isinstance(data, dict) or data.get("format") != format):
+        found = data.get("format") if isinstance(data, dict) else None
+        raise XltError(f"not a {what} (format {found!r}, expected {format!r})", path)
+    return data
