@@ -151,15 +151,18 @@ class RunTrainer:
         return read_json(self.path("train.json")) if os.path.exists(self.path("train.json")) else None
 
     def clean_leftovers(self) -> None:
-        """Remove what a killed process left: temporary files, best weights no state names, stale state."""
+        """Remove what a killed process left: temporary files, and a state a finished run no longer needs.
+
+        Best-weight files that no state names are removed by :meth:`train` once it knows the state.
+        """
         for tmp in glob.glob(self.path("*.tmp")) + glob.glob(self.path("eval/*.tmp")):
             os.unlink(tmp)
         summary = self.training_summary()
-        keep = summary["best_file"] if summary else None
-        if summary is None and os.path.exists(self.path("state.pt")):
-            keep = load_checkpoint(self.path("state.pt"))["best"]["file"]
-        elif summary is not None and os.path.exists(self.path("state.pt")):
+        if summary is not None and os.path.exists(self.path("state.pt")):
             os.unlink(self.path("state.pt"))
+            self.remove_best_except(summary["best_file"])
+
+    def remove_best_except(self, keep: Optional[str]) -> None:
         for stale in glob.glob(self.path("best-epoch*.pt")):
             if os.path.basename(stale) != keep:
                 os.unlink(stale)
@@ -220,10 +223,13 @@ class RunTrainer:
             scheduler.load_state_dict(state["scheduler"])
             set_rng_state(state["rng"])
             start, step, best, curve = state["epoch"], state["step"], state["best"], state["dev_curve"]
+            self.remove_best_except(best["file"])  # written by the killed epoch after this state
             self.metrics.truncate_after(step)
             say(f"{self.run_dir}: resuming after epoch {start}")
-        elif os.path.exists(self.metrics.path):
-            os.unlink(self.metrics.path)
+        else:  # a fresh start: nothing of an attempt killed in its first epoch may survive
+            self.remove_best_except(None)
+            if os.path.exists(self.metrics.path):
+                os.unlink(self.metrics.path)
         metric = d.task.main_metric
         for epoch in range(start, s.epochs):
             t0 = time.perf_counter()
@@ -259,7 +265,7 @@ class RunTrainer:
                 "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng_state(),
                 "best": best, "dev_curve": curve})
             self.metrics.append(record)
-            self.clean_leftovers()
+            self.remove_best_except(best["file"])
             if on_epoch_end is not None:
                 on_epoch_end(record)
         summary = {"best_epoch": best["epoch"], "best_file": best["file"], "source_dev": best["metrics"],
