@@ -7,6 +7,7 @@ through the contract in xlt.finetune.task.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -314,6 +315,7 @@ def test_epochs_buckets_and_lengths(world):
 
 
 def test_schedule_config_and_layout():
+    assert all(f.metadata.get("help") for f in dataclasses.fields(FinetuneConfig))
     linear = lr_factor("linear", 0.1, 20)  # 2 warm-up steps
     assert [linear(s) for s in (0, 1, 2, 11, 20, 25)] == [0.0, 0.5, 1.0, 0.5, 0.0, 0.0]
     assert lr_factor("constant", 0.1, 20)(7) == 1.0
