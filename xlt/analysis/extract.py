@@ -296,7 +296,7 @@ def extract_to_files(run_dir: str, lang: str, input_path: str, output: str, leve
     import json
     import os
 
-    from xlt.text.vocab import file_sha256
+    from xlt.utils.textio import file_sha256
     from xlt.utils.errors import require_file
     from xlt.utils.textio import atomic_path, read_lines, write_json
 

@@ -102,7 +102,7 @@ def compute_means(run_dir: str, lang: str, text: str, output: str, n_sentences: 
     """``xlt shift-decode means``: Mean of Language over the first ``n_sentences`` lines of ``text``."""
     from itertools import islice
 
-    from xlt.text.vocab import file_sha256
+    from xlt.utils.textio import file_sha256
     from xlt.utils.textio import read_lines
 
     lines = list(islice(read_lines(require_file(text, "text file")), n_sentences))

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import BinaryIO, Callable, Literal, Optional, Union
 
 from xlt import __version__
-from xlt.text.vocab import file_sha256
+from xlt.utils.textio import file_sha256
 from xlt.utils import log
 from xlt.utils.errors import XltError
 from xlt.utils.textio import atomic_path, read_numbered_lines

@@ -28,7 +28,8 @@ from typing import BinaryIO, Iterable, Optional, Union
 import numpy as np
 
 from xlt import __version__
-from xlt.text.vocab import EOS, SPECIALS, UNK, Vocabulary, file_sha256
+from xlt.text.vocab import EOS, SPECIALS, UNK, Vocabulary
+from xlt.utils.textio import file_sha256
 from xlt.utils import log
 from xlt.utils.errors import PathLike, XltError, require_file
 from xlt.utils.textio import atomic_path, read_lines

@@ -36,12 +36,13 @@ from xlt.finetune import selection
 from xlt.finetune.config import DATA_LAYOUT, FinetuneConfig, RunSettings, default_path
 from xlt.finetune.ordering import evaluation_order, example_lengths, ordered_batches
 from xlt.finetune.task import Batch, Task
-from xlt.finetune.trainer import RunTrainer, SourceData, read_json, say
-from xlt.finetune.transforms import LayerMap, TargetShift, file_sha256, load_map, load_shift
+from xlt.finetune.trainer import RunTrainer, SourceData
+from xlt.finetune.transforms import LayerMap, TargetShift, load_map, load_shift
 from xlt.pretrain.pretrained import PretrainedRun, TextPipeline
+from xlt.utils import log
 from xlt.utils.errors import XltError, require_file
 from xlt.utils.rundir import exclusive_lock, write_run_description
-from xlt.utils.textio import atomic_output, write_json
+from xlt.utils.textio import atomic_output, file_sha256, read_json, write_json
 
 RUN_FORMAT = "xlt-finetune-run/1"
 RESULTS_FORMAT = "xlt-finetune-results/1"
@@ -338,13 +339,13 @@ def finetune(cfg: FinetuneConfig, on_epoch_end: Optional[Callable[[dict[str, Any
     os.makedirs(exp.runs_dir, exist_ok=True)
     grid = list(cfg.grid())
     metric = exp.task.main_metric
-    say(f"{cfg.task}: {len(grid)} run(s), source {exp.source}, targets {', '.join(exp.targets)}, "
+    log.info(f"{cfg.task}: {len(grid)} run(s), source {exp.source}, targets {', '.join(exp.targets)}, "
              f"device {exp.device}")
     records = []
     for i, settings in enumerate(grid, 1):
         record = exp.run_one(settings, on_epoch_end)
         records.append(record)
-        say(f"[{i}/{len(grid)}] " + describe(record, metric, exp.source, exp.targets))
+        log.info(f"[{i}/{len(grid)}] " + describe(record, metric, exp.source, exp.targets))
     counts = {status: sum(r["status"] == status for r in records) for status in ("done", "busy", "failed")}
     summary = selection.summarize(records, metric, exp.source, exp.targets)
     results = {"format": RESULTS_FORMAT, "task": cfg.task, "model": os.path.abspath(cfg.model),
@@ -362,7 +363,7 @@ def finetune(cfg: FinetuneConfig, on_epoch_end: Optional[Callable[[dict[str, Any
         f.write(text)
     code = EXIT_FAILED if counts["failed"] else EXIT_BUSY if counts["busy"] else EXIT_OK
     if counts["busy"]:
-        say(f"{counts['busy']} run(s) in progress in another process: the summary is partial; run again later")
-    say(f"{cfg.output}: {counts['done']}/{len(grid)} run(s) done, {counts['failed']} failed, "
+        log.info(f"{counts['busy']} run(s) in progress in another process: the summary is partial; run again later")
+    log.info(f"{cfg.output}: {counts['done']}/{len(grid)} run(s) done, {counts['failed']} failed, "
              f"{counts['busy']} busy elsewhere")
     return Outcome(code, results, text, counts)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import glob
-import json
 import math
 import os
 import time
@@ -44,23 +43,7 @@ from xlt.utils import log
 from xlt.utils.errors import XltError
 from xlt.utils.rundir import MetricsLog
 from xlt.utils.seed import rng_state, seed_everything, set_rng_state
-from xlt.utils.textio import write_json
-
-def read_json(path: str) -> Any:
-    """A JSON file this package wrote (an unreadable one is reported, not a traceback)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise XltError(f"cannot read JSON ({e})", path) from None
-
-
-def say(message: str) -> None:
-    """A log line that rich does not wrap at 80 columns when stderr is a file (one line per run in a
-    cron log). Respects --quiet like ``log.info``."""
-    if not log._quiet:  # noqa: SLF001  (log.info has no soft-wrap switch)
-        log.console.print(message, markup=False, soft_wrap=True)
-
+from xlt.utils.textio import read_json, write_json
 
 EMBEDDING_PREFIXES = ("token_embeddings.", "position_embeddings.", "language_embeddings.", "embedding_norm.")
 
@@ -225,7 +208,7 @@ class RunTrainer:
             start, step, best, curve = state["epoch"], state["step"], state["best"], state["dev_curve"]
             self.remove_best_except(best["file"])  # written by the killed epoch after this state
             self.metrics.truncate_after(step)
-            say(f"{self.run_dir}: resuming after epoch {start}")
+            log.info(f"{self.run_dir}: resuming after epoch {start}")
         else:  # a fresh start: nothing of an attempt killed in its first epoch may survive
             self.remove_best_except(None)
             if os.path.exists(self.metrics.path):

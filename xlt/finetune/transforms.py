@@ -37,17 +37,10 @@ from torch import Tensor
 
 from xlt.model.encoder import LayerHook
 from xlt.utils.errors import XltError, require_file
+from xlt.utils.textio import file_sha256
 
 MAP_FORMAT = "xlt-layer-map/1"
 MAP_HEADER = "map.json"
-
-
-def file_sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _load_array(path: str) -> np.ndarray:

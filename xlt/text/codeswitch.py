@@ -25,7 +25,7 @@ from typing import Iterable, Iterator, Optional
 import numpy as np
 
 from xlt import __version__
-from xlt.text.vocab import file_sha256
+from xlt.utils.textio import file_sha256
 from xlt.utils import log
 from xlt.utils.errors import PathLike, XltError
 from xlt.utils.textio import atomic_output, read_lines, read_numbered_lines, write_json

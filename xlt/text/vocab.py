@@ -24,20 +24,12 @@ from dataclasses import dataclass, field
 from typing import Iterable, Optional, Sequence
 
 from xlt.utils.errors import PathLike, XltError, require_file
-from xlt.utils.textio import atomic_output, read_lines
+from xlt.utils.textio import atomic_output, file_sha256, read_lines
 
 BOS, EOS, PAD, UNK, MASK = "<s>", "</s>", "<pad>", "<unk>", "<mask>"
 SPECIALS = (BOS, EOS, PAD, UNK, MASK)
 SIDECAR_SUFFIX = ".langs.json"
 SIDECAR_FORMAT = "xlt-vocab-langs/1"
-
-
-def file_sha256(path: PathLike) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 @dataclass

@@ -25,9 +25,9 @@ def set_quiet(quiet: bool) -> None:
 
 
 def info(message: str) -> None:
-    """A log line on stderr (suppressed by ``--quiet``)."""
+    """A log line on stderr (suppressed by ``--quiet``), never wrapped: one record per line in cron logs."""
     if not _quiet:
-        console.print(message, markup=False)
+        console.print(message, markup=False, soft_wrap=True)
 
 
 def progress_enabled() -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import gzip
+import hashlib
 import lzma
 import os
 import sys
@@ -20,6 +21,15 @@ import tempfile
 from typing import Any, BinaryIO, Iterator, Optional, TextIO
 
 from xlt.utils.errors import PathLike, XltError, require_file
+
+
+def file_sha256(path: PathLike) -> str:
+    """sha256 of a file's bytes, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _umask_mode() -> int:
