@@ -247,7 +247,7 @@ def test_config_round_trip_and_validation(tmp_path):
     with pytest.raises(XltError, match="unknown language 'english'"):
         TokenizerConfig("english")
     path.write_text("{not json", encoding="utf-8")
-    with pytest.raises(XltError, match="not valid JSON"):
+    with pytest.raises(XltError, match="not a valid tokenizer config"):
         TokenizerConfig.load(path)
 
 

@@ -25,10 +25,9 @@ from typing import Iterable, Iterator, Optional
 import numpy as np
 
 from xlt import __version__
-from xlt.utils.textio import file_sha256
 from xlt.utils import log
 from xlt.utils.errors import PathLike, XltError
-from xlt.utils.textio import atomic_output, read_lines, read_numbered_lines, write_json
+from xlt.utils.textio import atomic_output, file_sha256, read_lines, read_numbered_lines, write_json
 
 # MUSE separates the columns by one tab or space; other whitespace (e.g. U+00A0) belongs to words.
 _COLUMN_SEPARATOR = re.compile(r"[ \t]+")

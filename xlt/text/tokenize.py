@@ -24,7 +24,6 @@ So the output always has exactly as many lines as the input.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import multiprocessing
 import time
@@ -40,7 +39,7 @@ import regex
 
 from xlt.utils import log
 from xlt.utils.errors import PathLike, XltError
-from xlt.utils.textio import atomic_output, read_lines, write_json
+from xlt.utils.textio import atomic_output, read_json, read_lines, write_json
 
 #: Languages segmented by jieba instead of the Moses tokenizer.
 JIEBA_LANGUAGES = frozenset({"zh"})
@@ -99,12 +98,7 @@ class TokenizerConfig:
 
     @classmethod
     def load(cls, path: PathLike) -> "TokenizerConfig":
-        text = "\n".join(read_lines(path))
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise XltError(f"not valid JSON ({e.msg})", path, e.lineno) from None
-        return cls.from_dict(data, path)
+        return cls.from_dict(read_json(path, "tokenizer config"), path)
 
 
 # Perl's \p{C}: Cc, Cf, Co, Cs and Cn. remove-non-printing-char.perl turns each into a space.
