@@ -63,3 +63,11 @@ def mirror() -> Path:
     if not MIRROR.is_dir():
         pytest.fail(f"data mirror not found at {MIRROR}; set XLT_DATA_MIRROR")
     return MIRROR
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory) -> Path:
+    """One tiny pretrained run shared by every test that only reads it (extract, align, cka, shift ...)."""
+    from pretrain_fixtures import pretrain_tiny_run
+
+    return pretrain_tiny_run(tmp_path_factory.mktemp("tiny-run"))

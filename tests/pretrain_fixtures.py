@@ -43,3 +43,13 @@ def tiny_args(max_steps: int, **extra: str) -> list[str]:
     for k, v in extra.items():
         args += [f"--{k.replace('_', '-')}", v]
     return args
+
+
+TINY_RUN_STEPS = 6
+
+
+def pretrain_tiny_run(root: Path, steps: int = TINY_RUN_STEPS) -> Path:
+    """A tiny en/fr model pretrained on the synthetic grammar (a few seconds); returns its run directory."""
+    inputs = build_inputs(root / "inputs")
+    run_xlt("pretrain", "--run-dir", root / "run", *inputs["args"], *tiny_args(steps), check=True)
+    return root / "run"

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import synthetic
 from conftest import assert_one_line_error, run_xlt
-from pretrain_fixtures import build_inputs, tiny_args
 
 from xlt.analysis.align import AlignSettings, align_contextual_word, align_word
 from xlt.analysis.align_parallel import align_dictionary, read_parallel
@@ -17,12 +16,8 @@ from xlt.utils.errors import XltError
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("align")
-    inputs = build_inputs(root / "inputs")
-    run = root / "run"
-    run_xlt("pretrain", "--run-dir", run, *inputs["args"], *tiny_args(6), check=True)
-    return run
+def run_dir(tiny_run):
+    return tiny_run
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import synthetic
 from conftest import assert_one_line_error, run_xlt
-from pretrain_fixtures import build_inputs, tiny_args
 
 from xlt.analysis.cka import cka, cka_from_grams, cka_gram_form, per_layer_cka, pearson
 from xlt.utils.errors import XltError
@@ -103,11 +102,8 @@ def test_bad_shapes_and_correlation():
 # ---- the command -------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("cka")
-    inputs = build_inputs(root / "inputs")
-    run_xlt("pretrain", "--run-dir", root / "run", *inputs["args"], *tiny_args(5), check=True)
-    return root / "run"
+def run_dir(tiny_run):
+    return tiny_run
 
 
 @pytest.fixture(scope="module")

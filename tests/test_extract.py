@@ -9,7 +9,6 @@ import pytest
 import synthetic
 import torch
 from conftest import assert_one_line_error, run_xlt
-from pretrain_fixtures import build_inputs, tiny_args
 
 from xlt.analysis.extract import sentence_vectors, token_vectors, word_vectors
 from xlt.pretrain.pretrained import PretrainedRun, model_input
@@ -17,15 +16,13 @@ from xlt.utils.errors import XltError
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
+def run_dir(tiny_run, tmp_path_factory):
     root = tmp_path_factory.mktemp("extract")
-    inputs = build_inputs(root / "inputs")
-    run_xlt("pretrain", "--run-dir", root / "run", *inputs["args"], *tiny_args(5), check=True)
     # BPE codes with few merges, so that most words split into several subwords (for word pooling).
     corpus = root / "corpus.txt"
     corpus.write_text("\n".join(synthetic.corpus(100, seed=2)[0]) + "\n")
     run_xlt("bpe", "learn", "--merges", "12", "-o", root / "codes", corpus, check=True)
-    return root / "run", root / "codes"
+    return tiny_run, root / "codes"
 
 
 @pytest.fixture(scope="module")

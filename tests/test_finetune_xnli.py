@@ -6,9 +6,7 @@ import random
 
 import pytest
 import torch
-from conftest import run_xlt
 from finetune_fixtures import make_pipeline, predict, tiny_encoder, train_steps
-from pretrain_fixtures import build_inputs, tiny_args
 
 from xlt.finetune.registry import TASKS, get_task
 from xlt.finetune.xnli import NLI_LABELS, XNLITask, truncate_pair
@@ -172,11 +170,8 @@ def test_mirror_splits_read_whole(mirror):
 
 
 @pytest.fixture(scope="module")
-def pretrained(tmp_path_factory):
-    root = tmp_path_factory.mktemp("xnli-run")
-    inputs = build_inputs(root / "inputs")
-    run_xlt("pretrain", "--run-dir", root / "run", *inputs["args"], *tiny_args(3), check=True)
-    return PretrainedRun.load(root / "run", "last")
+def pretrained(tiny_run):
+    return PretrainedRun.load(tiny_run, "last")
 
 
 def test_end_to_end_on_a_pretrained_run(tmp_path, pretrained):

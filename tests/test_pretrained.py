@@ -6,20 +6,15 @@ import shutil
 
 import pytest
 import torch
-from conftest import run_xlt
-from pretrain_fixtures import build_inputs, tiny_args
+from pretrain_fixtures import TINY_RUN_STEPS
 
 from xlt.pretrain.pretrained import PretrainedRun
 from xlt.utils.errors import XltError
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("pretrained")
-    inputs = build_inputs(root / "inputs")
-    run = root / "run"
-    run_xlt("pretrain", "--run-dir", run, *inputs["args"], *tiny_args(5), check=True)
-    return run
+def run_dir(tiny_run):
+    return tiny_run
 
 
 def test_load_restores_the_trained_weights(run_dir):
@@ -27,7 +22,7 @@ def test_load_restores_the_trained_weights(run_dir):
     saved = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=False)["model"]
     for name, tensor in run.model.state_dict().items():
         assert torch.equal(tensor, saved[name]), name
-    assert run.languages == ["en", "fr"] and run.step == 5
+    assert run.languages == ["en", "fr"] and run.step == TINY_RUN_STEPS
     assert not run.model.training
 
 

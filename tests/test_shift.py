@@ -10,7 +10,6 @@ import pytest
 import synthetic
 import torch
 from conftest import assert_one_line_error, run_xlt
-from pretrain_fixtures import build_inputs, tiny_args
 
 from xlt.analysis.shift import (LanguageShift, bleu1, convert_rate, language_mean, shift_decode, token_set,
                                 words_of)
@@ -41,11 +40,8 @@ def test_bleu1_clips_counts_and_applies_the_brevity_penalty():
 # ---- the model side ------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("shift")
-    inputs = build_inputs(root / "inputs")
-    run_xlt("pretrain", "--run-dir", root / "run", *inputs["args"], *tiny_args(5), check=True)
-    return root / "run"
+def run_dir(tiny_run):
+    return tiny_run
 
 
 @pytest.fixture(scope="module")
