@@ -1,20 +1,38 @@
-# SCALE=paper: the paper's model and data sizes on several GPUs (GPUS=8; NNODES, NODE_RANK and
-# MASTER for several nodes). The mirror's corpora are far smaller than Wikipedia: point the
-# mono recipes at full dumps for paper-size data.
-GPUS         ?= 8
-NNODES       ?= 1
-NODE_RANK    ?= 0
-MASTER       ?= localhost:29500
-LINES        := 100000000
-DEV_LINES    := 5000
-BPE_MERGES   := 80000
-PRESET       := wu2020
-BATCH        := 96
-STREAM_LEN   := 256
-STEPS        := 1000000
-WARMUP       := 30000
-LR           := 1e-4
-EVAL_EVERY   := 200000
-PRECISION    := auto
-TORCHRUN     := $(VENV)/bin/torchrun --nnodes $(NNODES) --node_rank $(NODE_RANK) --nproc_per_node $(GPUS) \
-                --rdzv_backend c10d --rdzv_endpoint $(MASTER) -m
+# SCALE=paper: the paper's model and settings on several GPUs (GPUS=8; NNODES, NODE_RANK and MASTER
+# for several nodes). The mirror's corpora are far smaller than Wikipedia: point CORPUS_<lang> at
+# full dumps (make/text.mk); XNLI trains on the full MNLI (`xlt data fetch mnli_full`, automatic).
+GPUS               ?= 8
+NNODES             ?= 1
+NODE_RANK          ?= 0
+MASTER             ?= localhost:29500
+JOBS               := 1
+THREADS            := 8
+DEV_BYTES          := 5000000
+TRAIN_BYTES        := 100000000000
+BPE_MERGES         := 80000
+BPE_LANG_MERGES    := 40000
+PRESET             := wu2020
+BATCH              := 96         # per GPU
+STREAM_LEN         := 256
+STEPS              := 1000000
+WARMUP             := 30000
+LR                 := 1e-4
+EVAL_EVERY         := 200000     # XLM's epoch of 200k batches
+EVAL_BATCHES       := 500
+PRECISION          := auto
+TORCHRUN           := $(VENV)/bin/torchrun --nnodes $(NNODES) --node_rank $(NODE_RANK) --nproc_per_node $(GPUS) \
+                      --rdzv_backend c10d --rdzv_endpoint $(MASTER) -m
+XNLI_TRAIN         := nli/mnli/mnli_train.tsv
+XNLI_TRAIN_STRIDE  := 1
+XNLI_EVAL_STRIDE   := 1
+NER_TRAIN_STRIDE   := 1
+NER_EVAL_STRIDE    := 1
+PARSE_TRAIN_STRIDE := 1
+PARSE_EVAL_STRIDE  := 1
+FT_SEEDS           := 12,156,78,37,8   # crosslingual-nlp's seeds; the paper's full grids (task defaults)
+XNLI_ARGS          :=
+NER_ARGS           :=
+PARSE_ARGS         :=
+CWORD_SENTENCES    := 500000
+MEANS_SENTENCES    := 10000
+TRANSLATE_SENTENCES := 5010

@@ -1,0 +1,106 @@
+# Wu et al. (2020) Table 1: ten pretrained models per language pair, each fine-tuned on English and
+# tested zero-shot on XNLI, NER and parsing, then `xlt report table1`. Included by the Makefile.
+#
+#   $(W)/models/<row>/en-<L>/              pretraining run directory; `finished` once it is done
+#   $(W)/tasks/...                         the task data (a stride sample per scale), in the layout
+#                                          `xlt finetune --data-dir` reads
+#   $(W)/table1/<row>/en-<L>/<task>/       `xlt finetune` output: results.json, summary.md, runs/
+#   $(W)/table1/<row>/en-<L>/missing.json  a cell that cannot be computed, with the reason
+#   $(W)/report/table1.{md,csv,tex,json}   the table
+
+TABLE1_ROWS := default wiki-cc default-anchors no-anchors extra-anchors \
+               sep-emb sep-emb+l1-3 sep-emb+l1-6 sep-l1-3 sep-l1-6
+TASKS := xnli ner parse
+comma := ,
+empty :=
+space := $(empty) $(empty)
+
+# ---- pretraining: $(call pretrain,DATA_KIND,SHARING) in a rule for $(W)/models/<row>/en-%/finished
+# (one batch is one language; the best checkpoint is chosen on English dev perplexity).
+PRETRAIN := $(if $(TORCHRUN),$(TORCHRUN) xlt,$(XLT)) pretrain
+define pretrain
+$(PRETRAIN) --run-dir $(@D) --vocab $(W)/data/$(1)/en-$*/vocab \
+  $(foreach l,en $*,--codes $(l) $(W)/data/$(1)/en-$*/codes.$(l) \
+    --train $(l) $(W)/data/$(1)/en-$*/$(l).train --dev $(l) $(W)/data/$(1)/en-$*/$(l).dev) \
+  --sharing $(2) $(PRETRAIN_ARGS)
+touch $@
+endef
+PRETRAIN_ARGS = --preset $(PRESET) --batch-size $(BATCH) --stream-len $(STREAM_LEN) --max-steps $(STEPS) \
+  --warmup-steps $(WARMUP) --lr $(LR) --eval-every $(EVAL_EVERY) --save-every $(EVAL_EVERY) \
+  --eval-batches $(EVAL_BATCHES) --precision $(PRECISION) --log-every $(EVAL_EVERY)
+
+# row                                     data kind (make/text.mk)                 sharing
+$(W)/models/default/en-%/finished:         $(W)/data/joint/en-%/stores.stamp      ; $(call pretrain,joint,default)
+$(W)/models/wiki-cc/en-%/finished:         $(W)/data/wikicc/en-%/stores.stamp     ; $(call pretrain,wikicc,default)
+$(W)/models/default-anchors/en-%/finished: $(W)/data/union/en-%/stores.stamp      ; $(call pretrain,union,default)
+$(W)/models/no-anchors/en-%/finished:      $(W)/data/prefixed/en-%/stores.stamp   ; $(call pretrain,prefixed,default)
+$(W)/models/extra-anchors/en-%/finished:   $(W)/data/codeswitch/en-%/stores.stamp ; $(call pretrain,codeswitch,default)
+$(W)/models/sep-emb/en-%/finished:         $(W)/data/union/en-%/stores.stamp      ; $(call pretrain,union,sep-emb)
+$(W)/models/sep-emb+l1-3/en-%/finished:    $(W)/data/union/en-%/stores.stamp      ; $(call pretrain,union,sep-emb+l1-3)
+$(W)/models/sep-emb+l1-6/en-%/finished:    $(W)/data/union/en-%/stores.stamp      ; $(call pretrain,union,sep-emb+l1-6)
+$(W)/models/sep-l1-3/en-%/finished:        $(W)/data/union/en-%/stores.stamp      ; $(call pretrain,union,sep-l1-3)
+$(W)/models/sep-l1-6/en-%/finished:        $(W)/data/union/en-%/stores.stamp      ; $(call pretrain,union,sep-l1-6)
+
+# ---- task data: every k-th example of each file (k = 1 at the gpu and paper scales) ---------------
+T := $(W)/tasks
+every_line  = mkdir -p $(@D) && awk -v k=$(1) '(NR - 1) % k == 0' $< > $@.tmp && mv $@.tmp $@
+blocks      = awk -v k=$(1) 'BEGIN { RS = ""; ORS = "\n\n" } (NR - 1) % k == 0'
+every_block = mkdir -p $(@D) && $(call blocks,$(1)) $< > $@.tmp && mv $@.tmp $@
+$(T)/nli/%.tsv:               $(XLT_DATA)/nli/%.tsv               ; $(call every_line,$(XNLI_TRAIN_STRIDE))
+$(T)/xnli/%.tsv:              $(XLT_DATA)/xnli/%.tsv              ; $(call every_line,$(XNLI_EVAL_STRIDE))
+$(T)/ner/wikiann/en/train:    $(XLT_DATA)/ner/wikiann/en/train    ; $(call every_block,$(NER_TRAIN_STRIDE))
+$(T)/ner/wikiann/%:           $(XLT_DATA)/ner/wikiann/%           ; $(call every_block,$(NER_EVAL_STRIDE))
+$(T)/ud/%-ud-train.conllu:    $(XLT_DATA)/ud/%-ud-train.conllu    ; $(call every_block,$(PARSE_TRAIN_STRIDE))
+$(T)/ud/%.conllu:             $(XLT_DATA)/ud/%.conllu             ; $(call every_block,$(PARSE_EVAL_STRIDE))
+# Chinese NER (the paper: MSRA, Levow 2006): the gold test set as characters with BIO tags (each
+# character is one word); MSRA has no dev split, so every 100th training segment stands in.
+$(T)/ner/msra/test: $(XLT_DATA)/ner/msra/msra_test_gold_char_bio.txt ; $(call every_block,$(NER_EVAL_STRIDE))
+$(T)/ner/msra/dev: $(XLT_DATA)/ner/msra/msra_train_char_bio.txt.xz
+	@mkdir -p $(@D)
+	xz -dc $< | $(call blocks,$$((100 * $(NER_EVAL_STRIDE)))) > $@.tmp && mv $@.tmp $@
+
+# Each task's files for target L: source train/dev, then the target's dev and test.
+# Parsing in Chinese: GSDSimp (simplified script, like the zh pretraining text; r2.16) rather than
+# the paper's v2.3 GSD (traditional script): set UD_zh := zh_gsd to use the latter.
+UD_en ?= en_ewt
+UD_fr ?= fr_gsd
+UD_ru ?= ru_gsd
+UD_zh ?= zh_gsdsimp
+ud_file = $(T)/ud/$(UD_$(1))/$(UD_$(1))-ud-$(2).conllu
+XNLI_TRAIN ?= nli/mnli/mnli_20k.tsv
+xnli_files  = $(T)/$(XNLI_TRAIN) $(T)/xnli/dev-en.tsv $(T)/xnli/test-en.tsv $(T)/xnli/dev-$(1).tsv $(T)/xnli/test-$(1).tsv
+ner_target  = $(if $(filter zh,$(1)),$(T)/ner/msra/dev $(T)/ner/msra/test,$(T)/ner/wikiann/$(1)/dev $(T)/ner/wikiann/$(1)/test)
+ner_files   = $(T)/ner/wikiann/en/train $(T)/ner/wikiann/en/dev $(T)/ner/wikiann/en/test $(call ner_target,$(1))
+parse_files = $(foreach s,train dev test,$(call ud_file,en,$(s))) $(call ud_file,$(1),dev) $(call ud_file,$(1),test)
+
+# ---- fine-tuning: the stem is <row>/en-<L>; the English test set comes from --data-dir ------------
+target_of = $(subst en-,,$(notdir $(1)))
+# $(call finetune,TASK,FILES,ARGS): source train, source dev, one target (dev, test).
+define finetune
+$(XLT) finetune $(1) --model $(W)/models/$* -o $(@D) --data-dir $(T) --seeds $(FT_SEEDS) \
+  --train en $(word 1,$(2)) --dev en $(word 2,$(2)) --eval $(call target_of,$*) $(wordlist 4,5,$(2)) $(3)
+endef
+$(W)/table1/%/xnli/results.json: $(W)/models/%/finished $$(call xnli_files,$$(call target_of,$$*))
+	$(call finetune,xnli,$(call xnli_files,$(call target_of,$*)),$(XNLI_ARGS))
+$(W)/table1/%/ner/results.json: $(W)/models/%/finished $$(call ner_files,$$(call target_of,$$*))
+	$(call finetune,ner,$(call ner_files,$(call target_of,$*)),$(NER_ARGS))
+$(W)/table1/%/parse/results.json: $(W)/models/%/finished $$(call parse_files,$$(call target_of,$$*))
+	$(call finetune,parse,$(call parse_files,$(call target_of,$*)),$(PARSE_ARGS))
+
+# A Wiki-CC cell without a web corpus for its language: the reason, for the report to show.
+$(W)/table1/wiki-cc/en-%/missing.json:
+	@mkdir -p $(@D)
+	printf '{"reason": "%s"}\n' "$(GAP_cc-$*)" > $@.tmp && mv $@.tmp $@
+
+# ---- the table ----------------------------------------------------------------------------------
+table1_cell = $(if $(and $(filter wiki-cc,$(1)),$(if $(CORPUS_cc-$(2)),,no)), \
+  $(W)/table1/$(1)/en-$(2)/missing.json, \
+  $(foreach t,$(TASKS),$(W)/table1/$(1)/en-$(2)/$(t)/results.json))
+TABLE1_RESULTS := $(foreach r,$(TABLE1_ROWS),$(foreach l,$(LANGS),$(call table1_cell,$(r),$(l))))
+
+$(W)/report/table1.md: $(TABLE1_RESULTS)
+	$(XLT) report table1 --results-dir $(W)/table1 --langs $(subst $(space),$(comma),$(strip $(LANGS))) -o $(W)/report
+
+reproduce-table1: $(W)/report/table1.md
+	@cat $<
+	@echo "Table 1 at SCALE=$(SCALE): $(W)/report/table1.{md,csv,tex,json}"

@@ -1,0 +1,150 @@
+# The text pipeline: corpora -> raw slices -> tokenized text -> BPE codes -> one data directory per
+# (vocabulary kind, language pair) holding codes.<lang>, <lang>.{train,dev}.bpe, vocab and token
+# stores. Included by the Makefile, which sets W, XLT, XLT_DATA and the scale's sizes.
+
+# ---- corpora ------------------------------------------------------------------------------------
+# A corpus name and the files it reads, in order (xz, one paragraph or sentence a line). `cc-L` is
+# web/news text for Wiki-CC; no Russian web corpus was found for the mirror (data MANIFEST §8.2),
+# so CORPUS_cc-ru is empty and that Table 1 cell is reported as a gap. Point any of these at full
+# dumps for paper-size data: make reproduce-table1 SCALE=paper CORPUS_en=/data/enwiki.txt.xz
+CORPUS_en    ?= $(XLT_DATA)/mono/en/enwiki_wikiextractor_sample_30MB.txt.xz
+CORPUS_fr    ?= $(XLT_DATA)/mono/fr/frwiki_vikidia_wivico_piaf_13MB.txt.xz \
+                $(XLT_DATA)/mono/fr/frwiki_wikineural_valtest_sentences.txt.xz
+CORPUS_ru    ?= $(XLT_DATA)/mono/ru/ruwiki_wikineural_valtest_sentences.txt.xz
+CORPUS_zh    ?= $(XLT_DATA)/mono/zh/zhwiki_drcd_devtest_wikiextractor_3.6MB.txt.xz \
+                $(XLT_DATA)/mono/zh/zhwiki_cmrc2018_contexts.txt.xz \
+                $(XLT_DATA)/mono/zh/zhwiki_tencentpretrain_sample.txt.xz
+CORPUS_cc-fr ?= $(XLT_DATA)/mono_cc/fr/orangesum_news_sample_20MB.txt.xz
+CORPUS_cc-zh ?= $(XLT_DATA)/mono_cc/zh/cluecorpussmall_sampled.txt.xz \
+                $(XLT_DATA)/mono_cc/zh/chnsenticorp_reviews.txt.xz
+CORPUS_cc-ru ?=
+GAP_cc-ru    ?= no Russian web/news corpus in the data mirror (data MANIFEST 8.2)
+MUSE         := $(XLT_DATA)/muse/splits_reconstructed
+
+# The `xlt data fetch` recipe that lays out a file under $(XLT_DATA) (data_recipes/*.json).
+recipe_of = $(strip $(or $(RECIPE_$(subst /,_,$1)), \
+  $(if $(filter mono/%,$1),mono_$(word 2,$(subst /, ,$1))), \
+  $(if $(filter ud/%,$1),ud_$(word 2,$(subst /, ,$1))), \
+  $(if $(filter ner/wikiann/% ner/msra/%,$1),$(word 2,$(subst /, ,$1))), \
+  $(firstword $(subst /, ,$1))))
+RECIPE_nli_mnli_mnli_20k.tsv  := mnli_20k
+RECIPE_nli_mnli_mnli_train.tsv := mnli_full
+$(XLT_DATA)/%: | install
+	$(XLT) data fetch --data-dir $(XLT_DATA) $(call recipe_of,$*)
+
+# The language of a corpus or file name: cc-fr.train -> fr, en.dev -> en.
+lang_of = $(lastword $(subst -, ,$(basename $(notdir $1))))
+
+# ---- raw slices and tokenization ----------------------------------------------------------------
+# Non-blank lines, cut by size in bytes (paragraph lengths differ too much between corpora for line
+# counts): the first DEV_BYTES are held out, the next TRAIN_BYTES are the training text. awk reads
+# to the end (no early exit), so `pipefail` still catches a failing xz. $(call slice,START,BYTES)
+slice = LC_ALL=C awk -v lo=$(1) -v hi=$$(($(1) + $(2))) 'NF { n += length($$0) + 1; if (n > lo && n <= hi) print }'
+need_corpus = $(if $(CORPUS_$(1)),,$(error corpus $(1) has no files: $(or $(GAP_$(1)),set CORPUS_$(1))))
+
+$(W)/raw/%.dev: $$(CORPUS_$$*) | install
+	$(call need_corpus,$*)
+	@mkdir -p $(@D)
+	xz -dc $(CORPUS_$*) | $(call slice,0,$(DEV_BYTES)) > $@.tmp && mv $@.tmp $@
+$(W)/raw/%.train: $$(CORPUS_$$*) | install
+	$(call need_corpus,$*)
+	@mkdir -p $(@D)
+	xz -dc $(CORPUS_$*) | $(call slice,$(DEV_BYTES),$(TRAIN_BYTES)) > $@.tmp && mv $@.tmp $@
+
+$(W)/text/%: $(W)/raw/%
+	@mkdir -p $(@D)
+	$(XLT) -q tokenize --lang $(call lang_of,$*) --workers $(THREADS) $< -o $@
+
+# ---- BPE codes ----------------------------------------------------------------------------------
+# Joint codes over English and the other corpus (Default: en-fr; Wiki-CC: en-cc-fr), and
+# per-language codes (Default anchors, No anchors, the Sep rows, monolingual models).
+$(W)/bpe/joint/en-%.codes: $(W)/text/en.train $(W)/text/%.train
+	@mkdir -p $(@D)
+	$(XLT) bpe learn --merges $(BPE_MERGES) -o $@ $^
+$(W)/bpe/lang/%.codes: $(W)/text/%.train
+	@mkdir -p $(@D)
+	$(XLT) bpe learn --merges $(BPE_LANG_MERGES) -o $@ $<
+
+# ---- data directories: $(W)/data/<kind>/en-<L>/ ------------------------------------------------
+# $(call segment,DIR,LANG,CODES,TRAIN_TEXT,DEV_TEXT): one language's codes and BPE'd text in DIR.
+define segment
+cp $(3) $(1)/codes.$(2)
+$(XLT) bpe apply --codes $(3) $(4) -o $(1)/$(2).train.bpe
+$(XLT) bpe apply --codes $(3) $(5) -o $(1)/$(2).dev.bpe
+endef
+# $(call binarize,DIR,BPE_DIR,LANGS): token stores DIR/<lang>.<split> with DIR/vocab.
+define binarize
+for f in $(foreach l,$(3),$(l).train $(l).dev); do \
+  $(XLT) -q binarize --vocab $(1)/vocab --lang $${f%%.*} $(2)/$$f.bpe -o $(1)/$$f || exit 1; done
+touch $(1)/stores.stamp
+endef
+# Joint counts of both languages' BPE'd training text, with ownership (Default, Wiki-CC, Extra anchors).
+joint_vocab = $(XLT) bpe vocab --lang en --lang $* -o $@ $(@D)/en.train.bpe $(@D)/$*.train.bpe
+TEXT = $(W)/text
+
+# Default: one joint BPE over Wikipedia text of both languages.
+$(W)/data/joint/en-%/bpe.stamp: $(W)/bpe/joint/en-%.codes $(TEXT)/en.train $(TEXT)/en.dev $(TEXT)/%.train $(TEXT)/%.dev
+	@mkdir -p $(@D)
+	$(call segment,$(@D),en,$<,$(TEXT)/en.train,$(TEXT)/en.dev)
+	$(call segment,$(@D),$*,$<,$(TEXT)/$*.train,$(TEXT)/$*.dev)
+	touch $@
+$(W)/data/joint/en-%/vocab: $(W)/data/joint/en-%/bpe.stamp
+	$(joint_vocab)
+$(W)/data/joint/en-%/stores.stamp: $(W)/data/joint/en-%/vocab
+	$(call binarize,$(@D),$(@D),en $*)
+
+# Wiki-CC: English Wikipedia + the other language's web/news text, one joint BPE.
+$(W)/data/wikicc/en-%/bpe.stamp: $(W)/bpe/joint/en-cc-%.codes $(TEXT)/en.train $(TEXT)/en.dev $(TEXT)/cc-%.train $(TEXT)/cc-%.dev
+	@mkdir -p $(@D)
+	$(call segment,$(@D),en,$<,$(TEXT)/en.train,$(TEXT)/en.dev)
+	$(call segment,$(@D),$*,$<,$(TEXT)/cc-$*.train,$(TEXT)/cc-$*.dev)
+	touch $@
+$(W)/data/wikicc/en-%/vocab: $(W)/data/wikicc/en-%/bpe.stamp
+	$(joint_vocab)
+$(W)/data/wikicc/en-%/stores.stamp: $(W)/data/wikicc/en-%/vocab
+	$(call binarize,$(@D),$(@D),en $*)
+
+# Default anchors and the Sep rows: BPE per language, then the union of the two vocabularies.
+$(W)/data/union/en-%/bpe.stamp: $(W)/bpe/lang/en.codes $(W)/bpe/lang/%.codes $(TEXT)/en.train $(TEXT)/en.dev $(TEXT)/%.train $(TEXT)/%.dev
+	@mkdir -p $(@D)
+	$(call segment,$(@D),en,$(W)/bpe/lang/en.codes,$(TEXT)/en.train,$(TEXT)/en.dev)
+	$(call segment,$(@D),$*,$(W)/bpe/lang/$*.codes,$(TEXT)/$*.train,$(TEXT)/$*.dev)
+	touch $@
+$(W)/data/union/en-%/vocab: $(W)/data/union/en-%/bpe.stamp
+	$(XLT) bpe vocab --lang en -o $(@D)/vocab.en $(@D)/en.train.bpe
+	$(XLT) bpe vocab --lang $* -o $(@D)/vocab.$* $(@D)/$*.train.bpe
+	$(XLT) bpe union --vocab en $(@D)/vocab.en --vocab $* $(@D)/vocab.$* -o $@
+$(W)/data/union/en-%/stores.stamp: $(W)/data/union/en-%/vocab
+	$(call binarize,$(@D),$(@D),en $*)
+
+# No anchors: the same per-language BPE'd text, every vocabulary entry prefixed with its language.
+$(W)/data/prefixed/en-%/vocab: $(W)/data/union/en-%/vocab
+	@mkdir -p $(@D)
+	cp $(<D)/codes.en $(<D)/codes.$* $(@D)/
+	$(XLT) bpe union --prefix-lang --vocab en $(<D)/vocab.en --vocab $* $(<D)/vocab.$* -o $@
+$(W)/data/prefixed/en-%/stores.stamp: $(W)/data/prefixed/en-%/vocab
+	$(call binarize,$(@D),$(W)/data/union/en-$*,en $*)
+
+# Extra anchors: Default's joint codes over code-switched training text (MUSE training
+# dictionaries, both directions; the paper's 30 % / 15 % settings); dev text stays as it is.
+$(W)/data/codeswitch/en-%/bpe.stamp: $(W)/bpe/joint/en-%.codes $(TEXT)/en.train $(TEXT)/en.dev $(TEXT)/%.train $(TEXT)/%.dev \
+                                     $(MUSE)/en-%.0-5000.txt $(MUSE)/%-en.0-5000.txt
+	@mkdir -p $(@D)
+	$(XLT) codeswitch --dict $(MUSE)/en-$*.0-5000.txt --ignore-case --seed 1 $(TEXT)/en.train \
+	  -o $(@D)/en.train.cs --report $(@D)/en.codeswitch.json
+	$(XLT) codeswitch --dict $(MUSE)/$*-en.0-5000.txt --ignore-case --seed 1 $(TEXT)/$*.train \
+	  -o $(@D)/$*.train.cs --report $(@D)/$*.codeswitch.json
+	$(call segment,$(@D),en,$<,$(@D)/en.train.cs,$(TEXT)/en.dev)
+	$(call segment,$(@D),$*,$<,$(@D)/$*.train.cs,$(TEXT)/$*.dev)
+	touch $@
+$(W)/data/codeswitch/en-%/vocab: $(W)/data/codeswitch/en-%/bpe.stamp
+	$(joint_vocab)
+$(W)/data/codeswitch/en-%/stores.stamp: $(W)/data/codeswitch/en-%/vocab
+	$(call binarize,$(@D),$(@D),en $*)
+
+# Monolingual models (Figure 7, alignment): one language, its own BPE; the directory is mono/<L>.
+$(W)/data/mono/%/stores.stamp: $(W)/bpe/lang/%.codes $(TEXT)/%.train $(TEXT)/%.dev
+	@mkdir -p $(@D)
+	$(call segment,$(@D),$*,$<,$(TEXT)/$*.train,$(TEXT)/$*.dev)
+	$(XLT) bpe vocab --lang $* -o $(@D)/vocab $(@D)/$*.train.bpe
+	$(call binarize,$(@D),$(@D),$*)

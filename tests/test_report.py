@@ -1,0 +1,272 @@
+"""xlt report: tables from hand-made result files in the real formats, gaps, findings, paper numbers."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import assert_one_line_error, run_xlt
+from xlt.finetune.selection import summarize
+from xlt.report import figure7, liu, paper, table1
+from xlt.report.findings import FAILS, HOLDS, INCONCLUSIVE
+from xlt.report.render import latex_escape
+from xlt.utils.errors import XltError
+
+LANGS = ["fr", "ru", "zh"]
+ROWS = ["default", "wiki-cc", "default-anchors", "no-anchors", "extra-anchors",
+        "sep-emb", "sep-emb+l1-3", "sep-emb+l1-6", "sep-l1-3", "sep-l1-6"]
+METRIC = {"xnli": "accuracy", "ner": "f1", "parse": "las"}
+
+
+def run_record(point: dict, seed: int, source_dev: float, scores: dict, variant: str = "plain",
+               shift: dict | None = None) -> dict:
+    """One run as the runner records it: results[variant][lang][split][metric]."""
+    return {"grid_point": point, "seed": seed, "status": "done", "source_dev": source_dev,
+            "results": {variant: {lang: {s: dict(v) for s, v in splits.items()} for lang, splits in scores.items()}},
+            "shift_alpha": shift or {}}
+
+
+def write_results(path: Path, task: str, target: str, runs: list[dict]) -> None:
+    """A results.json in the runner's format (its summary computed by the runner's own code)."""
+    metric = METRIC[task]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({
+        "format": "xlt-finetune-results/1", "task": task, "source": "en", "targets": [target],
+        "complete": True, "counts": {"done": len(runs), "busy": 0, "failed": 0},
+        "config": {"freeze_bottom": 4, "shift_layer": 4},
+        "summary": summarize(runs, metric, "en", [target]), "runs": runs}))
+
+
+def one_point(task: str, target: str, test: float, en: float = 80.0) -> list[dict]:
+    m = METRIC[task]
+    return [run_record({"batch_size": 32, "encoder_lr": 1e-4, "head_lr": 1e-4}, 12, en,
+                       {"en": {"dev": {m: en}, "test": {m: en}}, target: {"dev": {m: test}, "test": {m: test}}})]
+
+
+def fill_table1(root: Path, score) -> None:
+    """Every row/task/language with score(row, task, lang); Wiki-CC ru recorded as missing."""
+    for row in ROWS:
+        for lang in LANGS:
+            if row == "wiki-cc" and lang == "ru":
+                (root / row / "en-ru").mkdir(parents=True)
+                (root / row / "en-ru" / "missing.json").write_text('{"reason": "no ru web corpus"}')
+                continue
+            for task in METRIC:
+                write_results(root / row / f"en-{lang}" / task / "results.json", task, lang,
+                              one_point(task, lang, score(row, task, lang)))
+
+
+def paper_score(row: str, task: str, lang: str) -> float:
+    return paper.table1_rows(paper.load())[row][task][lang]
+
+
+def cell(table, row_label: str, group: str, column: str):
+    index = table.columns.index((group, column))
+    return dict(table.rows)[row_label][index]
+
+
+# ---- paper numbers ----------------------------------------------------------------------------------
+def test_paper_numbers_parse_and_hold_every_table1_row_with_consistent_averages():
+    data = paper.load()
+    rows = paper.table1_rows(data)
+    assert list(rows) == ROWS
+    assert rows["sep-emb+l1-6"]["ner"] == {"fr": 56.5, "ru": 5.4, "zh": 1.0, "avg": 21.0}
+    for row in rows.values():
+        for task in METRIC:
+            c = row[task]
+            assert abs((c["fr"] + c["ru"] + c["zh"]) / 3 - c["avg"]) <= 0.05, (row["row"], task)
+    for pair in data["wu2020_figure7"]["pairs"].values():
+        for col in pair.values():
+            assert len(col["layers"]) == 9 and abs(sum(col["layers"]) / 9 - col["average"]) <= 0.01
+    assert data["liu2020_table2"]["directions"]["en-zh"]["best_bleu1"] == 23.21
+    assert data["liu2020_table4"]["rows"]["finetune_last_6_layers_mds"]["en"] is None
+    for section in paper.SECTIONS:
+        assert data[section]["source"]["citation"]
+
+
+def test_a_broken_paper_numbers_file_is_one_error_line(tmp_path):
+    data = paper.load()
+    data["wu2020_table1"]["rows"][3]["ner"].pop("ru")
+    bad = tmp_path / "numbers.json"
+    bad.write_text(json.dumps(data))
+    with pytest.raises(XltError, match="no-anchors"):
+        paper.load(str(bad))
+    res = run_xlt("report", "table1", "--results-dir", tmp_path, "--paper-numbers", bad, "-o", tmp_path / "out")
+    assert_one_line_error(res, str(bad), "'no-anchors'")
+    assert not (tmp_path / "out").exists()
+
+
+# ---- Table 1 ----------------------------------------------------------------------------------------
+def test_table1_cells_are_the_mean_of_the_best_two_settings(tmp_path):
+    m = "accuracy"
+    points = [{"batch_size": b, "encoder_lr": 1e-4, "head_lr": 1e-4} for b in (8, 16, 32)]
+    runs = [run_record(p, 12, dev, {"en": {"dev": {m: dev}, "test": {m: dev}}, "fr": {"dev": {m: t}, "test": {m: t}}})
+            for p, dev, t in zip(points, (80.0, 70.0, 60.0), (40.0, 50.0, 90.0))]
+    write_results(tmp_path / "default" / "en-fr" / "xnli" / "results.json", "xnli", "fr", runs)
+    t = table1.build(str(tmp_path), ["fr"])
+    c = cell(t, "Default", "XNLI (acc)", "fr")
+    assert c.value == pytest.approx(45.0) and c.paper == 73.6   # points 1 and 2 by English dev, not 90
+    assert cell(t, "Default", "XNLI (acc)", "Δ").value == pytest.approx(45.0)
+
+
+def test_table1_averages_gaps_files_and_findings(tmp_path):
+    fill_table1(tmp_path, lambda row, task, lang: paper_score(row, task, lang) - 10.0)
+    (tmp_path / "sep-l1-6" / "en-zh" / "parse" / "results.json").write_text("{not json")
+    res = run_xlt("report", "table1", "--results-dir", tmp_path, "-o", tmp_path / "report")
+    assert res.returncode == 0, res.stderr
+    assert "unreadable" in res.stderr
+    t = table1.build(str(tmp_path), LANGS)
+
+    default = cell(t, "Default", "NER (F1)", "Δ")
+    assert default.value == pytest.approx(68.1 - 10.0, abs=0.05) and default.paper == 68.1 and default.note is None
+    ru = cell(t, "Wiki-CC", "XNLI (acc)", "ru")
+    assert ru.value is None and ru.gap == "no ru web corpus" and ru.paper == 65.8
+    partial = cell(t, "Wiki-CC", "XNLI (acc)", "Δ")   # fr and zh only, and the paper's over the same two
+    assert partial.value == pytest.approx((74.2 + 66.5) / 2 - 10.0) and partial.paper == pytest.approx((74.2 + 66.5) / 2)
+    assert "fr, zh" in partial.note
+    broken = cell(t, "Sep L1-6", "Parsing (LAS)", "zh")
+    assert broken.value is None and "unreadable" in broken.gap
+
+    report = tmp_path / "report"
+    md = (report / "table1.md").read_text()
+    assert "no ru web corpus" in md and "| Default | 63.6 (73.6) |" in md
+    assert "**HOLDS**: No anchors stays within 3 points" in md
+    rows = list(csv.DictReader((report / "table1.csv").open()))
+    assert len(rows) == 10 * 3 * 4
+    first = next(r for r in rows if r["model"] == "Sep Emb + L1-6" and r["group"] == "NER (F1)" and r["column"] == "ru")
+    assert float(first["xlt"]) == pytest.approx(5.4 - 10.0) and float(first["paper"]) == 5.4
+    tex = (report / "table1.tex").read_text()
+    assert r"\multicolumn{4}{c}{XNLI (acc)}" in tex and r"--\textsuperscript{" in tex and r"$\Delta$" in tex
+    data = json.loads((report / "table1.json").read_text())
+    assert data["format"] == "xlt-report/1" and len(data["rows"]) == 10
+    assert {f["paper_verdict"] for f in data["findings"]} == {HOLDS}
+
+
+def test_table1_findings_hold_fail_or_are_inconclusive():
+    rows = paper.table1_rows(paper.load())
+    theirs = {row: {task: {lang: rows[row][task][lang] for lang in LANGS} for task in METRIC} for row in ROWS}
+    verdicts = [f.paper_verdict for f in table1.findings(theirs, theirs)]
+    assert verdicts == [HOLDS] * 5
+
+    worse = json.loads(json.dumps(theirs))
+    worse["no-anchors"]["ner"] = {lang: v - 8.0 for lang, v in theirs["default"]["ner"].items()}
+    worse["sep-emb+l1-6"] = json.loads(json.dumps(theirs["default"]))
+    found = {f.claim.split(":")[0]: f for f in table1.findings(worse, theirs)}
+    assert found["No anchors stays within 3 points of Default on every task (§4.2)."].verdict == FAILS
+    assert "ner -8.0" in found["No anchors stays within 3 points of Default on every task (§4.2)."].detail
+    assert found["Sep Emb + L1-6 falls towards chance"].verdict == FAILS
+
+    chance = json.loads(json.dumps(theirs))
+    chance["default"]["xnli"] = {lang: 35.0 for lang in LANGS}      # 1.7 points above a third
+    for f in table1.findings(chance, theirs):
+        assert f.verdict == INCONCLUSIVE and "xnli +1.7" in f.detail and f.paper_verdict == HOLDS
+
+    gap = json.loads(json.dumps(theirs))
+    gap["wiki-cc"] = {task: {lang: None for lang in LANGS} for task in METRIC}
+    domain = table1.findings(gap, theirs)[-1]
+    assert domain.verdict == INCONCLUSIVE and "wiki-cc" in domain.detail
+
+
+# ---- Figure 7 ---------------------------------------------------------------------------------------
+def write_cka(path: Path, label: str, column: str, values: list[float]) -> None:
+    path.write_text(json.dumps({"format": "xlt-cka/1", "label": label, "column": column, "estimator": "linear",
+                                "n": 100, "layers": list(range(len(values))), "cka": values,
+                                "average": sum(values) / len(values)}))
+
+
+def test_figure7_table_gaps_findings_and_plot(tmp_path):
+    for lang, base, step in (("fr", 0.7, 0.1), ("ru", 0.6, 0.15)):   # the ru gap is the larger one
+        for column, shift in (("Bilingual", 0.0), ("Monolingual", -step), ("Random", -2 * step)):
+            write_cka(tmp_path / f"en-{lang}.{column}.json", f"en-{lang}", column, [base + shift] * 9)
+    write_cka(tmp_path / "en-zh.bi.json", "en-zh", "Bilingual", [0.3] * 9)
+    write_cka(tmp_path / "en-zh.mono.json", "en-zh", "Monolingual", [0.4] * 9)   # out of order
+    t, plot = figure7.build(str(tmp_path), LANGS)
+    plot(str(tmp_path / "out"))
+    assert (tmp_path / "out" / "figure7.png").read_bytes()[:4] == b"\x89PNG"
+    assert cell(t, "L0", "en-fr", "Bilingual").value == pytest.approx(0.7) and cell(t, "L0", "en-fr", "Bilingual").paper == 0.61
+    assert cell(t, "AVER", "en-ru", "Random").paper == 0.41
+    assert "en-zh Random" in cell(t, "L3", "en-zh", "Random").gap
+    order, gap = t.findings
+    assert order.verdict == INCONCLUSIVE and "en-zh Random" in order.detail and order.paper_verdict == HOLDS
+    assert gap.verdict == FAILS and "fr +0.10, ru +0.15, zh -0.10" in gap.detail and gap.paper_verdict == HOLDS
+
+
+# ---- Liu et al. ------------------------------------------------------------------------------------
+def write_translation(path: Path, src: str, tgt: str, cr: dict) -> None:
+    grid = [{"layer": layer, "alpha": a, "bleu1": 10.0 * layer + a, "convert_rate": cr[a] if layer == 6 else 0.0}
+            for layer in range(1, 9) for a in (1.0, 2.0, 3.0)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"format": "xlt-shift-decode/1", "src": src, "tgt": tgt, "n": 5, "grid": grid,
+                                "best": {"bleu1": 83.0, "layer": 8, "alpha": 3.0}}))
+
+
+def test_liu_table2_uses_relative_depth_and_checks_the_convert_rate(tmp_path):
+    write_translation(tmp_path / "en-fr" / "en-fr.translate.json", "en", "fr", {1.0: 0.2, 2.0: 0.5, 3.0: 0.9})
+    write_translation(tmp_path / "en-fr" / "fr-en.translate.json", "fr", "en", {1.0: 0.3, 2.0: 0.2, 3.0: 0.4})
+    t = liu.build_table2(str(tmp_path), languages=["fr"])
+    bleu_row = next(label for label, _ in t.rows if label.startswith("BLEU-1"))
+    assert "layer=7" in bleu_row
+    assert cell(t, bleu_row, "", "en→fr").value == pytest.approx(73.0) and cell(t, bleu_row, "", "en→fr").paper == 12.18
+    cr3 = next(label for label, _ in t.rows if "α=3" in label and "convert" in label)
+    assert cell(t, cr3, "", "fr→en").value == pytest.approx(0.4) and cell(t, cr3, "", "fr→en").paper == 0.731
+    rising, most = t.findings
+    assert rising.verdict == FAILS and "fr-en" in rising.detail and rising.paper_verdict == HOLDS
+    assert most.verdict == FAILS and most.paper_verdict == HOLDS
+
+
+def test_liu_table4_rows_from_plain_and_shift_variants(tmp_path):
+    m = "accuracy"
+    point = {"batch_size": 32, "encoder_lr": 1e-4, "head_lr": 1e-3}
+    write_results(tmp_path / "table1" / "default" / "en-fr" / "xnli" / "results.json", "xnli", "fr",
+                  one_point("xnli", "fr", 50.0, en=70.0))
+    plain = {"en": {"dev": {m: 72.0}, "test": {m: 72.0}}, "fr": {"dev": {m: 52.0}, "test": {m: 53.0}}}
+    runs = [run_record(point, 12, 72.0, plain, shift={"fr": 1.5})]
+    runs[0]["results"]["shift"] = {"fr": {"dev": {m: 54.0}, "test": {m: 55.0}}}
+    write_results(tmp_path / "liu" / "en-fr" / "xnli-mds" / "results.json", "xnli", "fr", runs)
+    t = liu.build_table4(str(tmp_path / "liu"), str(tmp_path / "table1"), ["fr", "ru"])
+    labels = [label for label, _ in t.rows]
+    assert labels[1] == "fine-tune above layer 4 (bottom frozen)" and labels[2].endswith("MDS after layer 4")
+    assert cell(t, labels[0], "XNLI test accuracy", "fr").value == 50.0
+    assert cell(t, labels[1], "XNLI test accuracy", "fr").value == 53.0
+    assert cell(t, labels[2], "XNLI test accuracy", "fr").value == 55.0
+    assert cell(t, labels[2], "XNLI test accuracy", "en").gap == "the source language is not shifted"
+    assert cell(t, labels[1], "XNLI test accuracy", "en").value == 72.0
+    assert cell(t, labels[3], "XNLI test accuracy", "fr").value == 1.5
+    assert cell(t, labels[3], "XNLI test accuracy", "fr").paper == 0.7
+    assert cell(t, labels[1], "XNLI test accuracy", "ru").gap.startswith("not run yet")
+    avg = cell(t, labels[2], "XNLI test accuracy", "avg w/o en")
+    assert avg.value == 55.0 and avg.paper == 72.42      # the paper's over the same language (fr)
+    assert [f.verdict for f in t.findings] == [HOLDS, HOLDS]
+
+
+# ---- alignment, CLI and rendering --------------------------------------------------------------------
+def test_every_report_command_runs_on_empty_results_and_has_an_example(tmp_path):
+    for command in ("table1", "figure7", "alignment", "liu-table2"):
+        res = run_xlt("report", command, "--results-dir", tmp_path / "none", "-o", tmp_path / "out")
+        assert res.returncode == 0, res.stderr
+        assert "—" in res.stdout and "not run yet" in res.stdout or "no `xlt" in res.stdout
+    res = run_xlt("report", "liu-table4", "--results-dir", tmp_path, "--table1-dir", tmp_path, "-o", tmp_path / "out")
+    assert res.returncode == 0, res.stderr
+    assert sorted(p.name for p in (tmp_path / "out").iterdir() if p.suffix == ".md") == [
+        "alignment.md", "figure7.md", "liu-table2.md", "liu-table4.md", "table1.md"]
+    for command in ("table1", "figure7", "alignment", "liu-table2", "liu-table4"):
+        assert "Example" in run_xlt("report", command, "--help").stdout
+
+
+def test_alignment_report_reads_the_three_levels(tmp_path):
+    (tmp_path / "en-fr.word.json").write_text(json.dumps({"space": {"target_words": 2000}, "results": [
+        {"layer": "embeddings", "csls": {"p@1": 0.25}}]}))
+    (tmp_path / "en-fr.sentence.json").write_text(json.dumps({"results": [
+        {"layer": k, "p_at_1": 0.1 * k} for k in range(9)]}))
+    res = run_xlt("report", "alignment", "--results-dir", tmp_path, "--langs", "fr", "-o", tmp_path / "out")
+    assert res.returncode == 0, res.stderr
+    assert "| L0 | 25.0 | — [1] | 0.0 |" in res.stdout and "| L8 |  | — [1] | 80.0 |" in res.stdout
+    assert "**HOLDS**: Independently trained monolingual models align" in res.stdout
+    assert (tmp_path / "out" / "alignment.png").exists()
+
+
+def test_latex_escapes_specials():
+    assert latex_escape("a_b & 50% #1 Δ") == r"a\_b \& 50\% \#1 $\Delta$"

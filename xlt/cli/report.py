@@ -1,0 +1,136 @@
+"""``xlt report``: the papers' tables and figures from a pipeline's result files (thin commands)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import click
+
+LANGS_HELP = "Target languages, comma-separated, in column order."
+PAPER_HELP = "Paper numbers file [default: the one shipped with xlt, xlt/report/paper_numbers.json]."
+
+
+def _languages(text: str) -> list[str]:
+    return [lang.strip() for lang in text.split(",") if lang.strip()]
+
+
+def _common(func: Callable) -> Callable:
+    func = click.option("-o", "--output", "output_dir", required=True, type=click.Path(file_okay=False),
+                        help="Output directory: NAME.md, NAME.csv, NAME.tex, NAME.json (and NAME.png).")(func)
+    func = click.option("--paper-numbers", type=click.Path(), default=None, help=PAPER_HELP)(func)
+    return func
+
+
+def _emit(table, output_dir: str, plot=None) -> None:
+    from xlt.report.render import markdown, write_report
+
+    write_report(table, output_dir)
+    if plot is not None:
+        plot(output_dir)
+    click.echo(markdown(table), nl=False)
+
+
+@click.group()
+def report() -> None:
+    """Lay result files out as the papers' tables, with the papers' numbers and findings.
+
+    Each command reads one stage's outputs, writes OUT/NAME.{md,csv,tex,json} (and a PNG for the
+    per-layer figures) and prints the Markdown. A missing or unreadable result is a marked gap
+    with its reason, never an error; see docs/reproduce.md.
+
+    \b
+    Example (what `make reproduce-table1` runs at the end):
+      xlt report table1 --results-dir work/demo/table1 -o work/demo/report
+    """
+
+
+@report.command("table1", short_help="Wu et al. 2020 Table 1 (XNLI, NER, parsing; ten rows).")
+@click.option("--results-dir", required=True, type=click.Path(), help="RESULTS_DIR/<row>/en-<lang>/<task>/results.json")
+@click.option("--langs", default="fr,ru,zh", show_default=True, help=LANGS_HELP)
+@_common
+def table1(results_dir: str, langs: str, paper_numbers, output_dir: str) -> None:
+    """Wu et al. Table 1: ten rows x (XNLI, NER, parsing) x languages, with the Δ (average) column.
+
+    \b
+    Example:
+      xlt report table1 --results-dir work/demo/table1 --langs fr,ru,zh -o work/demo/report
+    """
+    from xlt.report import paper, table1 as t1
+
+    _emit(t1.build(results_dir, _languages(langs), paper.load(paper_numbers)), output_dir)
+
+
+@report.command("figure7", short_help="Wu et al. 2020 Figure 7 (CKA per layer).")
+@click.option("--results-dir", required=True, type=click.Path(), help="Directory of `xlt cka compare` outputs (*.json).")
+@click.option("--langs", default="fr,ru,zh", show_default=True, help=LANGS_HELP)
+@_common
+def figure7(results_dir: str, langs: str, paper_numbers, output_dir: str) -> None:
+    """Wu et al. Figure 7: CKA per layer (Bilingual, Monolingual, Random) per language pair, plus a PNG.
+
+    \b
+    Example:
+      xlt report figure7 --results-dir work/demo/figure7 -o work/demo/report
+    """
+    from xlt.report import figure7 as f7, paper
+
+    table, plot = f7.build(results_dir, _languages(langs), paper.load(paper_numbers))
+    _emit(table, output_dir, plot)
+
+
+@report.command("alignment", short_help="Wu et al. 2020 §5.1 (Procrustes alignment per layer).")
+@click.option("--results-dir", required=True, type=click.Path(),
+              help="Directory of `xlt align` outputs: en-<lang>.{word,contextual-word,sentence}.json.")
+@click.option("--langs", default="fr,ru,zh", show_default=True, help=LANGS_HELP)
+@_common
+def alignment(results_dir: str, langs: str, paper_numbers, output_dir: str) -> None:
+    """Wu et al. §5.1: word, contextual-word and sentence Procrustes alignment per layer, plus a PNG.
+
+    \b
+    Example:
+      xlt report alignment --results-dir work/demo/alignment -o work/demo/report
+    """
+    from xlt.report import alignment as al, paper
+
+    table, plot = al.build(results_dir, _languages(langs), paper.load(paper_numbers))
+    _emit(table, output_dir, plot)
+
+
+@report.command("liu-table2", short_help="Liu et al. 2020 Table 2 (token translation by MDS).")
+@click.option("--results-dir", required=True, type=click.Path(),
+              help="Directory searched for `xlt shift-decode translate` outputs (*.translate.json).")
+@click.option("--bleu-layer", type=int, default=None,
+              help="Layer of the fixed BLEU-1 row [default: one below the top, Liu et al.'s 11 of 12].")
+@click.option("--cr-layer", type=int, default=None,
+              help="Layer of the convert-rate rows [default: two below the top, Liu et al.'s 10 of 12].")
+@click.option("--langs", default="fr,ru,zh", show_default=True, help="Languages: columns en->L, then L->en.")
+@_common
+def liu_table2(results_dir: str, bleu_layer, cr_layer, langs: str, paper_numbers, output_dir: str) -> None:
+    """Liu et al. Table 2: unsupervised token translation (BLEU-1, convert rate) per direction.
+
+    \b
+    Example:
+      xlt report liu-table2 --results-dir work/demo/liu -o work/demo/report
+    """
+    from xlt.report import liu, paper
+
+    _emit(liu.build_table2(results_dir, paper.load(paper_numbers), bleu_layer, cr_layer, _languages(langs)),
+          output_dir)
+
+
+@report.command("liu-table4", short_help="Liu et al. 2020 Table 4 (XNLI with MDS).")
+@click.option("--results-dir", required=True, type=click.Path(),
+              help="RESULTS_DIR/en-<lang>/xnli-mds/results.json (bottom frozen, with --shift).")
+@click.option("--table1-dir", required=True, type=click.Path(),
+              help="Table 1 results: its Default XNLI cells are the 'fine-tune all layers' row.")
+@click.option("--langs", default="fr,ru,zh", show_default=True, help=LANGS_HELP)
+@_common
+def liu_table4(results_dir: str, table1_dir: str, langs: str, paper_numbers, output_dir: str) -> None:
+    """Liu et al. Table 4: XNLI fine-tuning all layers, the top layers, and the top layers + MDS.
+
+    \b
+    Example:
+      xlt report liu-table4 --results-dir work/demo/liu --table1-dir work/demo/table1 -o work/demo/report
+    """
+    from xlt.report import liu, paper
+
+    _emit(liu.build_table4(results_dir, table1_dir, _languages(langs), paper.load(paper_numbers)), output_dir)

@@ -1,0 +1,195 @@
+"""Liu et al. (2020) Table 2 (unsupervised token translation by the mean difference shift) and
+Table 4 (XNLI with the shift), from xlt's outputs, beside the paper's m-BERT numbers.
+
+* Table 2 reads every ``xlt shift-decode translate`` output (``format: xlt-shift-decode/1``) in the
+  results directory and one level below, keyed by its ``src``/``tgt``. The paper's fixed rows use
+  layers 11 (BLEU-1) and 10 (convert rate) of 12; by default xlt uses the same depth in its own
+  model: one and two layers below the top of the sweep.
+* Table 4 reads ``RESULTS_DIR/en-<lang>/xnli-mds/results.json`` (bottom layers frozen, evaluated
+  plain and with ``--shift``) and, for "fine-tune all layers", the Table 1 Default XNLI results.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from typing import Optional, Sequence
+
+from xlt.report import paper as paper_numbers
+from xlt.report.findings import Inconclusive, Verdict, check, decide, require
+from xlt.report.render import Cell, ReportTable
+from xlt.report.sources import finetune_score, load_json, shift_alphas
+from xlt.report.table1 import CHANCE, MIN_MARGIN, mean
+from xlt.utils import log
+
+TRANSLATE_FORMAT = "xlt-shift-decode/1"
+ALPHAS = (1.0, 2.0, 3.0)
+
+
+def collect_translations(results_dir: str) -> dict[str, dict]:
+    """direction ``src-tgt`` -> translate result."""
+    found: dict[str, dict] = {}
+    for path in sorted(glob.glob(os.path.join(results_dir, "*.json")) + glob.glob(os.path.join(results_dir, "*", "*.json"))):
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+        except (OSError, ValueError, UnicodeDecodeError) as e:
+            log.info(f"xlt report: {path}: unreadable ({e}); skipped")
+            continue
+        if isinstance(data, dict) and data.get("format") == TRANSLATE_FORMAT:
+            found[f"{data['src']}-{data['tgt']}"] = data
+    return found
+
+
+def table2_values(result: dict, bleu_layer: Optional[int], cr_layer: Optional[int]) -> dict[str, Optional[float]]:
+    grid = {(r["layer"], float(r["alpha"])): r for r in result["grid"]}
+    top = max(layer for layer, _ in grid)
+    bleu_layer = top - 1 if bleu_layer is None else bleu_layer
+    cr_layer = top - 2 if cr_layer is None else cr_layer
+    values = {"bleu1_fixed": (grid.get((bleu_layer, 3.0)) or {}).get("bleu1"),
+              "best_bleu1": result["best"]["bleu1"], "best_layer": result["best"]["layer"],
+              "best_alpha": result["best"]["alpha"]}
+    for alpha in ALPHAS:
+        values[f"cr{alpha:g}"] = (grid.get((cr_layer, alpha)) or {}).get("convert_rate")
+    values["_layers"] = (bleu_layer, cr_layer)
+    return values
+
+
+def build_table2(results_dir: str, numbers: Optional[dict] = None, bleu_layer: Optional[int] = None,
+                 cr_layer: Optional[int] = None, languages: Sequence[str] = ("fr", "ru", "zh")) -> ReportTable:
+    data = numbers or paper_numbers.load()
+    paper = data["liu2020_table2"]["directions"]
+    found = collect_translations(results_dir)
+    directions = [f"en-{l}" for l in languages] + [f"{l}-en" for l in languages]
+    directions += [d for d in found if d not in directions]
+    ours = {d: table2_values(found[d], bleu_layer, cr_layer) for d in directions if d in found}
+    layers = next(iter(ours.values()))["_layers"] if ours else (bleu_layer or "top-1", cr_layer or "top-2")
+    rows = [("bleu1_fixed", f"BLEU-1 (layer={layers[0]}, α=3) [paper: layer 11]", "bleu1_layer11_alpha3", 2),
+            ("best_bleu1", "best BLEU-1", "best_bleu1", 2), ("best_layer", "best layer", "best_layer", 0),
+            ("best_alpha", "best α", "best_alpha", 1)]
+    rows += [(f"cr{a:g}", f"convert rate (layer={layers[1]}, α={a:g}) [paper: layer 10]", ("convert_rate_layer10", f"{a:g}"), 3)
+             for a in ALPHAS]
+    table = ReportTable(name="liu-table2", title="Liu et al. (2020) Table 2: unsupervised token translation by MDS",
+                        stub="", groups=[("", [d.replace("-", "→") for d in directions])],
+                        source=paper_numbers.describe(data["liu2020_table2"]["source"]))
+    for key, label, paper_key, digits in rows:
+        cells = []
+        for d in directions:
+            theirs = paper.get(d, {})
+            paper_value = theirs.get(paper_key[0], {}).get(paper_key[1]) if isinstance(paper_key, tuple) else theirs.get(paper_key)
+            gap = None if d in ours else f"no `xlt shift-decode translate` output for {d}"
+            value = ours[d][key] if d in ours else None
+            if d in ours and value is None:
+                gap = f"the sweep has no result at this layer and alpha for {d}"
+            cells.append(Cell(value=value, paper=paper_value, gap=gap, digits=digits))
+        table.add_row(label, cells)
+    table.remarks = ["The paper shifts m-BERT (12 layers); xlt's model has its own depth, so fixed rows use the "
+                     "same relative depth (one and two layers below the top)."]
+    cr = {d: [v[f"cr{a:g}"] for a in ALPHAS] for d, v in ours.items()}
+    paper_cr = {d: [v["convert_rate_layer10"][f"{a:g}"] for a in ALPHAS] for d, v in paper.items()}
+    table.findings = [check("The convert rate rises with α in every direction (the shift moves decoding towards "
+                            "the target language).", rising, cr, paper_cr),
+                      check("At α = 3 most output tokens are converted (convert rate > 0.5) in every direction.",
+                            mostly_converted, cr, paper_cr)]
+    return table
+
+
+def rising(cr: dict) -> Verdict:
+    if not cr:
+        raise Inconclusive("no translation results")
+    flat = [d for d, v in cr.items() if not all(a is not None and b is not None and a < b for a, b in zip(v, v[1:]))]
+    return decide(not flat, f"{len(cr) - len(flat)} of {len(cr)} directions rise" + (f" (not: {', '.join(flat)})" if flat else ""))
+
+
+def mostly_converted(cr: dict) -> Verdict:
+    if not cr:
+        raise Inconclusive("no translation results")
+    at3 = {d: require(v[-1], f"{d} convert rate at alpha 3") for d, v in cr.items()}
+    return decide(all(v > 0.5 for v in at3.values()), ", ".join(f"{d} {v:.2f}" for d, v in at3.items()))
+
+
+def build_table4(results_dir: str, table1_dir: str, languages: Sequence[str], numbers: Optional[dict] = None) -> ReportTable:
+    data = numbers or paper_numbers.load()
+    paper = data["liu2020_table4"]
+    mds_path = {lang: os.path.join(results_dir, f"en-{lang}", "xnli-mds", "results.json") for lang in languages}
+    all_path = {lang: os.path.join(table1_dir, "default", f"en-{lang}", "xnli", "results.json") for lang in languages}
+    config = next((d.get("config", {}) for d in (load_json(p)[0] for p in mds_path.values()) if d), {})
+    frozen = config.get("freeze_bottom")
+    top_label = f"fine-tune above layer {frozen} (bottom frozen)" if frozen else "fine-tune the top layers"
+    # key: (results file per pair, variant, the paper's row, label)
+    rows = {"all": (all_path, "plain", "finetune_all_layers", "fine-tune all layers"),
+            "top": (mds_path, "plain", "finetune_last_6_layers", top_label),
+            "mds": (mds_path, "shift", "finetune_last_6_layers_mds",
+                    f"{top_label} + MDS after layer {config.get('shift_layer', '?')}")}
+    table = ReportTable(name="liu-table4", title="Liu et al. (2020) Table 4: XNLI with the mean difference shift",
+                        stub="", groups=[("XNLI test accuracy", ["en", *languages, "avg w/o en"])],
+                        source=paper_numbers.describe(paper["source"]))
+    values: dict[str, dict[str, Optional[float]]] = {}
+    for key, (paths, variant, paper_key, label) in rows.items():
+        paper_row = paper["rows"][paper_key]
+        readings = {lang: finetune_score(paths[lang], lang, variant) for lang in languages}
+        values[key] = {lang: r.value for lang, r in readings.items()}
+        cells = [_english(paths, variant, languages, paper_row.get("en"))]
+        cells += [Cell(value=r.value, paper=paper_row.get(lang), gap=r.gap, note=r.note) for lang, r in readings.items()]
+        present = [lang for lang in languages if values[key][lang] is not None]
+        cells.append(Cell(value=mean([values[key][l] for l in present]) if present else None,
+                          paper=mean([paper_row[l] for l in present])
+                          if present and all(paper_row.get(l) is not None for l in present) else None,
+                          gap=None if present else "no target has a score",
+                          note=f"mean over {', '.join(present)}; the paper's over the same languages" if present else None))
+        table.add_row(label, cells)
+    alpha_cells = [Cell(gap="the source language is not shifted")]
+    for lang in languages:
+        r = shift_alphas(mds_path[lang], lang)
+        alpha_cells.append(Cell(value=r.value, paper=paper["shifting_weight"].get(lang), gap=r.gap, note=r.note,
+                                digits=2))
+    table.add_row("shifting weight α (chosen on the target's dev set)", alpha_cells + [Cell(gap="not an average")])
+    table.remarks = ["The paper fine-tunes one m-BERT (12 layers; the last 6, shift after layer 6); xlt has one "
+                     "bilingual model per pair, frozen and shifted at the same relative depth."]
+    paper_values = {key: {l: paper["rows"][pk].get(l) for l in languages} for key, (_, _, pk, _) in rows.items()}
+    table.findings = [check("MDS improves zero-shot XNLI over the same fine-tuning without it for most targets (the "
+                            "paper: 9 of 11 languages, not es and fr).", lambda v: mostly_improves(v, languages),
+                            values, paper_values),
+                      check("Fine-tuning only the top layers is at least as good as fine-tuning all layers, on "
+                            "average over the targets.", lambda v: gain(v, "top", "all", languages), values,
+                            paper_values)]
+    return table
+
+
+def _english(paths: dict[str, str], variant: str, languages: Sequence[str], paper: Optional[float]) -> Cell:
+    """English (the source) test accuracy: one per pair's model, so their mean, noted."""
+    if variant == "shift":
+        return Cell(gap="the source language is not shifted", paper=paper)
+    scores = {lang: finetune_score(paths[lang], "en", variant).value for lang in languages}
+    present = [lang for lang, v in scores.items() if v is not None]
+    if not present:
+        return Cell(gap="no English score yet", paper=paper)
+    return Cell(value=mean([scores[l] for l in present]), paper=paper,
+                note=f"mean of the English test scores of the en-{', en-'.join(present)} models")
+
+
+def _paired(values: dict, better: str, worse: str, languages: Sequence[str]) -> list[str]:
+    """Targets with both scores, once the baseline transfers above chance (else Inconclusive)."""
+    langs = [l for l in languages if values[better].get(l) is not None and values[worse].get(l) is not None]
+    if not langs:
+        raise Inconclusive(f"no target has both the {better} and {worse} scores")
+    margin = mean([values[worse][l] for l in langs]) - CHANCE["xnli"]
+    if margin < MIN_MARGIN:
+        raise Inconclusive(f"the baseline is within {MIN_MARGIN:g} points of chance ({margin:+.1f}), so the "
+                           "difference is noise")
+    return langs
+
+
+def gain(values: dict, better: str, worse: str, languages: Sequence[str]) -> Verdict:
+    langs = _paired(values, better, worse, languages)
+    diff = mean([values[better][l] - values[worse][l] for l in langs])
+    return decide(diff >= 0, f"{better} - {worse} over {', '.join(langs)}: {diff:+.2f}")
+
+
+def mostly_improves(values: dict, languages: Sequence[str]) -> Verdict:
+    langs = _paired(values, "mds", "top", languages)
+    diffs = {l: values["mds"][l] - values["top"][l] for l in langs}
+    better = [l for l, d in diffs.items() if d > 0]
+    return decide(len(better) > len(langs) / 2, f"{len(better)} of {len(langs)} improve ("
+                  + ", ".join(f"{l} {d:+.2f}" for l, d in diffs.items()) + ")")

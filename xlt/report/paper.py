@@ -1,0 +1,52 @@
+"""The papers' own numbers (``paper_numbers.json`` beside this module), with their sources.
+
+The file holds one section per reproduced table or figure; each names its source (citation, table
+or figure, and the lines of the text conversion in the project's shared papers folder). Reports
+print the source under every table. :func:`load` checks the parts the reports rely on, so a broken
+file is one error line naming it, not a KeyError in the middle of a report.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Optional
+
+from xlt.utils.errors import XltError
+from xlt.utils.textio import read_json
+
+PAPER_NUMBERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "paper_numbers.json")
+FORMAT = "xlt-paper-numbers/1"
+SECTIONS = ("wu2020_table1", "wu2020_figure7", "wu2020_alignment", "liu2020_table2", "liu2020_table4")
+TABLE1_TASKS = ("xnli", "ner", "parse")
+
+
+def load(path: Optional[str] = None) -> dict[str, Any]:
+    """The numbers file (default: the one shipped with xlt), checked; XltError naming it otherwise."""
+    path = path or PAPER_NUMBERS
+    data = read_json(path, "paper numbers file", format=FORMAT)
+    for section in SECTIONS:
+        if not isinstance(data.get(section), dict) or "source" not in data[section]:
+            raise XltError(f"section {section!r} with a 'source' is missing", path)
+    languages = data["wu2020_table1"].get("languages", [])
+    for row in data["wu2020_table1"].get("rows", []):
+        for task in TABLE1_TASKS:
+            cells = row.get(task)
+            if not isinstance(cells, dict) or any(not isinstance(cells.get(k), (int, float))
+                                                  for k in [*languages, "avg"]):
+                raise XltError(f"Table 1 row {row.get('row')!r}: {task} needs a number for each of "
+                               f"{', '.join(languages)} and avg", path)
+    return data
+
+
+def describe(source: dict[str, Any]) -> str:
+    """One line: citation, where in the paper, and which lines of which text file."""
+    text = f"{source['citation']}, {source['where']}"
+    if source.get("file"):
+        lines = source.get("lines")
+        text += f" (text: {source['file']}" + (f", lines {lines[0]}-{lines[1]})" if lines else ")")
+    return text
+
+
+def table1_rows(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Row key (default, wiki-cc, ...) -> the paper's row, in the paper's order."""
+    return {row["row"]: row for row in data["wu2020_table1"]["rows"]}

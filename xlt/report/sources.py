@@ -1,0 +1,90 @@
+"""Reading the result files of a pipeline, each into a value or the reason there is none.
+
+A report must show every cell it was asked for, so these readers never raise on a missing or
+broken result: they return a :class:`Reading` whose ``gap`` says what is wrong (not run, unreadable,
+another target language, no finished run). Malformed files are also logged on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from xlt.utils import log
+
+FINETUNE_FORMAT = "xlt-finetune-results/1"
+
+
+@dataclass
+class Reading:
+    value: Optional[float] = None
+    gap: Optional[str] = None
+    note: Optional[str] = None
+    extra: Optional[dict[str, Any]] = None
+
+
+def load_json(path: str, expected_format: Optional[str] = None) -> tuple[Optional[dict], Optional[str]]:
+    """``(data, None)`` or ``(None, reason)``; a file that is there but broken is also logged."""
+    if not os.path.exists(path):
+        return None, f"not run yet (no {os.path.basename(path)})"
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError, UnicodeDecodeError) as e:
+        log.info(f"xlt report: {path}: unreadable ({e})")
+        return None, f"unreadable result file {path}"
+    if expected_format and (not isinstance(data, dict) or data.get("format") != expected_format):
+        log.info(f"xlt report: {path}: not a {expected_format} file")
+        return None, f"{path} is not a {expected_format} file"
+    return data, None
+
+
+def missing_reason(directory: str) -> Optional[str]:
+    """The reason recorded in ``DIR/missing.json`` (written by the Makefile for a cell that cannot
+    be computed, e.g. Wiki-CC without a web corpus), if any."""
+    data, _ = load_json(os.path.join(directory, "missing.json"))
+    if isinstance(data, dict) and data.get("reason"):
+        return str(data["reason"])
+    return None
+
+
+def finetune_score(path: str, lang: str, variant: str = "plain", split: str = "test") -> Reading:
+    """A ``xlt finetune`` results.json's score for ``lang``: the mean of the best two grid points
+    over seeds (Wu et al. §3.2), else the selected point's; the gap reason when there is none."""
+    data, gap = load_json(path, FINETUNE_FORMAT)
+    if data is None:
+        return Reading(gap=gap)
+    if lang != data.get("source") and lang not in data.get("targets", []):
+        return Reading(gap=f"{path} has no {lang} results (targets: {', '.join(data.get('targets', []))})")
+    summary = data.get("summary") or {}
+    value = None
+    for part in ("best_two", "selected"):
+        figure = (((summary.get(part) or {}).get("variants") or {}).get(variant) or {}).get(lang, {}).get(split, {})
+        if figure.get("mean") is not None:
+            value, std, n = figure["mean"], figure.get("std"), figure.get("n")
+            break
+    if value is None:
+        return Reading(gap=f"no finished run with a {variant} {lang} {split} score in {path}")
+    counts = data.get("counts") or {}
+    note = None
+    if not data.get("complete", True):
+        total = sum(counts.values()) if counts else "?"
+        note = f"incomplete grid: {counts.get('done', '?')} of {total} runs done"
+    return Reading(value=value, note=note, extra={"std": std, "n_seeds": n, "metric": summary.get("metric")})
+
+
+def shift_alphas(path: str, lang: str) -> Reading:
+    """The shift weights the selected grid point's runs chose for ``lang`` on its dev set."""
+    data, gap = load_json(path, FINETUNE_FORMAT)
+    if data is None:
+        return Reading(gap=gap)
+    selected = ((data.get("summary") or {}).get("selected") or {}).get("grid_point")
+    alphas = sorted({run["shift_alpha"][lang] for run in data.get("runs", [])
+                     if run.get("status") == "done" and run.get("grid_point") == selected
+                     and lang in (run.get("shift_alpha") or {})})
+    if not alphas:
+        return Reading(gap=f"no shift weight for {lang} in {path}")
+    note = None if len(alphas) == 1 else f"seeds chose different weights: {', '.join(f'{a:g}' for a in alphas)}"
+    return Reading(value=alphas[0], note=note)
