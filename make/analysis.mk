@@ -37,7 +37,7 @@ $(W)/parallel/xnli-%.txt: $(T)/xnli/$$(basename $$*)-en.tsv $(T)/xnli/$$(basenam
 	  $+ > $@.tmp && mv $@.tmp $@
 
 # ---- Figure 7: CKA per layer of parallel sentences ---------------------------------------------
-cka = $(XLT) cka compare --lang-a en --text-a $(W)/parallel/xnli-dev.en.txt --lang-b $* \
+cka = $(XLT) cka compare --device $(DEVICE) --lang-a en --text-a $(W)/parallel/xnli-dev.en.txt --lang-b $* \
   --text-b $(W)/parallel/xnli-dev.$*.txt --label en-$* -o $(basename $@)
 CKA_TEXT = $(W)/parallel/xnli-dev.en.txt $(W)/parallel/xnli-dev.%.txt
 $(W)/figure7/en-%.bilingual.json: $(W)/models/default/en-%/finished $(CKA_TEXT)
@@ -54,13 +54,13 @@ FIGURE7_COLUMNS := $(foreach l,$(LANGS),$(foreach c,bilingual monolingual random
 $(W)/figure7/fig7.json: $(FIGURE7_COLUMNS)
 	$(XLT) cka table $^ -o $(basename $@)
 $(W)/report/figure7.md: $(W)/figure7/fig7.json
-	$(XLT) report figure7 --results-dir $(W)/figure7 -o $(W)/report
+	$(XLT) report figure7 --results-dir $(W)/figure7 -o $(W)/report > /dev/null
 reproduce-figure7: $(W)/report/figure7.md
 	@cat $<
 
 # ---- §5.1: Procrustes alignment of two monolingual models ----------------------------------------
 MONO_PAIR = $(W)/models/mono/en/finished $(W)/models/mono/%/finished
-align = $(XLT) align $(1) --model $(W)/models/mono/en --target-model $(W)/models/mono/$* \
+align = $(XLT) align $(1) --device $(DEVICE) --model $(W)/models/mono/en --target-model $(W)/models/mono/$* \
   --source-lang en --target-lang $* -o $@
 muse_dicts = --train-dict $(MUSE)/en-$*.0-5000.txt --test-dict $(MUSE)/en-$*.5000-6500.txt
 $(W)/alignment/en-%.word.json: $(MONO_PAIR) $(MUSE)/en-%.0-5000.txt $(MUSE)/en-%.5000-6500.txt
@@ -80,7 +80,7 @@ $(W)/alignment/en-%.sentence.json: $(MONO_PAIR) $(T)/xnli/dev-en.tsv $(T)/xnli/d
 	  --test $(call TATOEBA,$*).eng $(call TATOEBA,$*).$(TATOEBA_$*)
 ALIGNMENT_RESULTS := $(foreach l,$(LANGS),$(foreach k,word contextual-word sentence,$(W)/alignment/en-$(l).$(k).json))
 $(W)/report/alignment.md: $(ALIGNMENT_RESULTS)
-	$(XLT) report alignment --results-dir $(W)/alignment -o $(W)/report
+	$(XLT) report alignment --results-dir $(W)/alignment -o $(W)/report > /dev/null
 reproduce-alignment: $(W)/report/alignment.md
 	@cat $<
 
@@ -88,19 +88,19 @@ reproduce-alignment: $(W)/report/alignment.md
 # Means of Language over held-out text; stems are <pair>/<lang> and <pair>/<src>-<tgt>.
 $(W)/liu/%.means.npz: $(W)/models/default/$$(*D)/finished $(W)/raw/$$(*F).dev
 	@mkdir -p $(@D)
-	$(XLT) shift-decode means --model $(W)/models/default/$(*D) --lang $(*F) \
+	$(XLT) shift-decode means --device $(DEVICE) --model $(W)/models/default/$(*D) --lang $(*F) \
 	  --n-sentences $(MEANS_SENTENCES) $(W)/raw/$(*F).dev -o $@
 $(W)/liu/%.shift.npz: $(W)/liu/$$(*D)/$$(call src_of,$$(*F)).means.npz $(W)/liu/$$(*D)/$$(call tgt_of,$$(*F)).means.npz
 	$(XLT) shift-decode shift --src $(word 1,$^) --tgt $(word 2,$^) -o $@
 $(W)/liu/%.translate.json: $(W)/liu/%.shift.npz $(W)/parallel/xnli-test.$$(call src_of,$$(*F)).txt \
                            $(W)/parallel/xnli-test.$$(call tgt_of,$$(*F)).txt
-	$(XLT) shift-decode translate --model $(W)/models/default/$(*D) --shift $< --input $(word 2,$^) \
+	$(XLT) shift-decode translate --device $(DEVICE) --model $(W)/models/default/$(*D) --shift $< --input $(word 2,$^) \
 	  --reference $(word 3,$^) --alphas 1,2,3 --n-sentences $(TRANSLATE_SENTENCES) -o $@
 LIU_TRANSLATIONS := $(foreach l,$(LANGS),$(W)/liu/en-$(l)/en-$(l).translate.json $(W)/liu/en-$(l)/$(l)-en.translate.json)
 $(W)/liu/table2.json: $(LIU_TRANSLATIONS)
 	$(XLT) shift-decode table $^ --layer $(LIU_BLEU_LAYER) --alpha 3 --cr-layer $(LIU_CR_LAYER) -o $(basename $@)
 $(W)/report/liu-table2.md: $(W)/liu/table2.json
-	$(XLT) report liu-table2 --results-dir $(W)/liu -o $(W)/report
+	$(XLT) report liu-table2 --results-dir $(W)/liu -o $(W)/report > /dev/null
 reproduce-liu-table2: $(W)/report/liu-table2.md
 	@cat $<
 
@@ -114,6 +114,6 @@ $(W)/liu/en-%/xnli-mds/results.json: $(W)/models/default/en-%/finished $(W)/liu/
 	  --shift $(W)/liu/en-$*/$*-en.shift.npz --shift-layer $(LIU_LAYER) --shift-alpha $(LIU_ALPHAS) $(XNLI_ARGS)
 LIU_TABLE4 := $(foreach l,$(LANGS),$(W)/liu/en-$(l)/xnli-mds/results.json $(W)/table1/default/en-$(l)/xnli/results.json)
 $(W)/report/liu-table4.md: $(LIU_TABLE4)
-	$(XLT) report liu-table4 --results-dir $(W)/liu --table1-dir $(W)/table1 -o $(W)/report
+	$(XLT) report liu-table4 --results-dir $(W)/liu --table1-dir $(W)/table1 -o $(W)/report > /dev/null
 reproduce-liu-table4: $(W)/report/liu-table4.md
 	@cat $<

@@ -66,6 +66,7 @@ UD_en ?= en_ewt
 UD_fr ?= fr_gsd
 UD_ru ?= ru_gsd
 UD_zh ?= zh_gsdsimp
+UD_de ?= de_gsd
 ud_file = $(T)/ud/$(UD_$(1))/$(UD_$(1))-ud-$(2).conllu
 XNLI_TRAIN ?= nli/mnli/mnli_20k.tsv
 xnli_files  = $(T)/$(XNLI_TRAIN) $(T)/xnli/dev-en.tsv $(T)/xnli/test-en.tsv $(T)/xnli/dev-$(1).tsv $(T)/xnli/test-$(1).tsv
@@ -99,7 +100,7 @@ table1_cell = $(if $(and $(filter wiki-cc,$(1)),$(if $(CORPUS_cc-$(2)),,no)), \
 TABLE1_RESULTS := $(foreach r,$(TABLE1_ROWS),$(foreach l,$(LANGS),$(call table1_cell,$(r),$(l))))
 
 $(W)/report/table1.md: $(TABLE1_RESULTS)
-	$(XLT) report table1 --results-dir $(W)/table1 --langs $(subst $(space),$(comma),$(strip $(LANGS))) -o $(W)/report
+	$(XLT) report table1 --results-dir $(W)/table1 --langs $(subst $(space),$(comma),$(strip $(LANGS))) -o $(W)/report > /dev/null
 
 reproduce-table1: $(W)/report/table1.md
 	@cat $<

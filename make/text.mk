@@ -14,6 +14,8 @@ CORPUS_ru    ?= $(XLT_DATA)/mono/ru/ruwiki_wikineural_valtest_sentences.txt.xz
 CORPUS_zh    ?= $(XLT_DATA)/mono/zh/zhwiki_drcd_devtest_wikiextractor_3.6MB.txt.xz \
                 $(XLT_DATA)/mono/zh/zhwiki_cmrc2018_contexts.txt.xz \
                 $(XLT_DATA)/mono/zh/zhwiki_tencentpretrain_sample.txt.xz
+# LANGS="fr ru zh de" adds en-de (German is in the paper's Figure 7, not in Table 1)
+CORPUS_de    ?= $(XLT_DATA)/mono/de/dewiki_klexikon_sample_40MB.txt.xz
 CORPUS_cc-fr ?= $(XLT_DATA)/mono_cc/fr/orangesum_news_sample_20MB.txt.xz
 CORPUS_cc-zh ?= $(XLT_DATA)/mono_cc/zh/cluecorpussmall_sampled.txt.xz \
                 $(XLT_DATA)/mono_cc/zh/chnsenticorp_reviews.txt.xz

@@ -32,7 +32,8 @@ FT_SEEDS           := 12
 XNLI_ARGS          := --batch-size 32 --encoder-lr 5e-4 --head-lr 1e-3 --epochs 2 --epoch-size 2003
 NER_ARGS           := --batch-size 32 --encoder-lr 1e-3 --epochs 2
 PARSE_ARGS         := --batch-size 32 --encoder-lr 1e-3 --epochs 2 --task-option arc_dim 128 --task-option label_dim 64
-# analyses
+# analyses (Figure 7, alignment, Liu et al.)
 CWORD_SENTENCES    := 2000
 MEANS_SENTENCES    := 10000
 TRANSLATE_SENTENCES := 300
+DEVICE             := cpu      # extract, cka, align, shift-decode (fine-tuning and pretraining find CUDA themselves)

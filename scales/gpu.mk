@@ -26,6 +26,8 @@ FT_SEEDS           := 12
 XNLI_ARGS          := --batch-size 8 --encoder-lr 5e-6,2.5e-5 --head-lr 1.25e-4 --epochs 10 --epoch-size 20000
 NER_ARGS           := --batch-size 32 --encoder-lr 3e-5,5e-5 --epochs 10
 PARSE_ARGS         := --batch-size 32 --encoder-lr 3e-5,5e-5 --epochs 10
+# analyses (Figure 7, alignment, Liu et al.)
 CWORD_SENTENCES    := 100000
 MEANS_SENTENCES    := 10000
 TRANSLATE_SENTENCES := 5000
+DEVICE             := cuda

@@ -33,6 +33,8 @@ FT_SEEDS           := 12,156,78,37,8   # crosslingual-nlp's seeds; the paper's f
 XNLI_ARGS          :=
 NER_ARGS           :=
 PARSE_ARGS         :=
+# analyses (Figure 7, alignment, Liu et al.)
 CWORD_SENTENCES    := 500000
 MEANS_SENTENCES    := 10000
 TRANSLATE_SENTENCES := 5010
+DEVICE             := cuda

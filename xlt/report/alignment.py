@@ -18,15 +18,17 @@ from xlt.report.render import Cell, ReportTable
 from xlt.report.sources import load_json
 
 LEVELS = (("word", "word"), ("contextual-word", "contextual word"), ("sentence", "sentence"))
-# Word translation counts as aligned when P@1 is at least this multiple of chance (1 / target words).
+# Word translation counts as aligned when P@1 is at least this multiple of chance (1 / target words);
+# with fewer test words than MIN_QUERIES (small vocabularies keep few whole-word entries) P@1 says little.
 ABOVE_CHANCE = 10.0
+MIN_QUERIES = 50
 
 
-def _word_p1(result: dict) -> tuple[Optional[float], Optional[int]]:
-    """CSLS P@1 of the embedding tables (percent) and the target space size."""
-    entry = next((r for r in result.get("results", []) if r.get("layer") in ("embeddings", 0)), None)
-    p1 = (entry or {}).get("csls", {}).get("p@1")
-    return (None if p1 is None else 100.0 * p1), (result.get("space") or {}).get("target_words")
+def _word_p1(result: dict) -> tuple[Optional[float], Optional[int], int]:
+    """CSLS P@1 of the embedding tables (percent), the target space size and the number of queries."""
+    entry = next((r for r in result.get("results", []) if r.get("layer") in ("embeddings", 0)), None) or {}
+    p1 = entry.get("csls", {}).get("p@1")
+    return (None if p1 is None else 100.0 * p1), (result.get("space") or {}).get("target_words"), entry.get("queries", 0)
 
 
 def _per_layer(result: dict, level: str) -> dict[int, float]:
@@ -51,10 +53,10 @@ def build(results_dir: str, languages: Sequence[str], numbers: Optional[dict] = 
     table = ReportTable(name="alignment", title="Wu et al. (2020) §5.1: Procrustes alignment of monolingual models",
                         stub="Layer", groups=[(pair, [title for _, title in LEVELS]) for pair in pairs],
                         source=paper_numbers.describe(data["wu2020_alignment"]["source"]))
-    words: dict[str, tuple[Optional[float], Optional[int]]] = {}
+    words: dict[str, tuple[Optional[float], Optional[int], int]] = {}
     for pair in pairs:
         result, gap = results[pair, "word"]
-        words[pair] = _word_p1(result) if result else (None, None)
+        words[pair] = _word_p1(result) if result else (None, None, 0)
     for layer in layers:
         cells = []
         for pair in pairs:
@@ -89,12 +91,20 @@ def build(results_dir: str, languages: Sequence[str], numbers: Optional[dict] = 
     return table, plot
 
 
+def _word(words: dict, pair: str) -> tuple[float, int]:
+    p1, space, queries = words.get(pair, (None, None, 0))
+    if p1 is None or not space:
+        raise Inconclusive(f"no word-level result for {pair}")
+    if queries < MIN_QUERIES:
+        raise Inconclusive(f"{pair}: only {queries} test words are whole vocabulary tokens of both models "
+                           f"(fewer than {MIN_QUERIES})")
+    return p1, space
+
+
 def aligned(words: dict, pairs: Sequence[str]) -> Verdict:
     details, failing = [], []
     for pair in pairs:
-        p1, space = words.get(pair, (None, None))
-        if p1 is None or not space:
-            raise Inconclusive(f"no word-level result for {pair}")
+        p1, space = _word(words, pair)
         chance = 100.0 / space
         details.append(f"{pair} {p1:.1f}% (chance {chance:.3f}%)")
         if p1 < ABOVE_CHANCE * chance:
@@ -103,10 +113,5 @@ def aligned(words: dict, pairs: Sequence[str]) -> Verdict:
 
 
 def closer_is_better(words: dict) -> Verdict:
-    p1 = {}
-    for lang in ("fr", "ru", "zh"):
-        value = words.get(f"en-{lang}", (None, None))[0]
-        if value is None:
-            raise Inconclusive(f"no word-level result for en-{lang}")
-        p1[lang] = value
+    p1 = {lang: _word(words, f"en-{lang}")[0] for lang in ("fr", "ru", "zh")}
     return decide(p1["fr"] > p1["ru"] > p1["zh"], ", ".join(f"en-{l} {v:.1f}%" for l, v in p1.items()))

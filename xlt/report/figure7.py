@@ -108,7 +108,7 @@ def ordered(avg: dict, pairs: Sequence[str]) -> Verdict:
     broken, seen = [], []
     for pair in pairs:
         values = [require(avg.get((pair, c)), f"{pair} {c}") for c in COLUMNS]
-        seen.append(f"{pair} " + " > ".join(f"{v:.2f}" for v in values))
+        seen.append(f"{pair} " + ", ".join(f"{c} {v:.2f}" for c, v in zip(COLUMNS, values)))
         if not values[0] > values[1] > values[2]:
             broken.append(pair)
     return decide(not broken, "; ".join(seen) + (f" (fails for {', '.join(broken)})" if broken else ""))

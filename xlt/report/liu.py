@@ -13,17 +13,19 @@ from __future__ import annotations
 
 import glob
 import json
+import math
 import os
 from typing import Optional, Sequence
 
 from xlt.report import paper as paper_numbers
-from xlt.report.findings import Inconclusive, Verdict, check, decide, require
+from xlt.report.findings import Inconclusive, Verdict, check, decide
 from xlt.report.render import Cell, ReportTable
 from xlt.report.sources import finetune_score, load_json, shift_alphas
 from xlt.report.table1 import CHANCE, MIN_MARGIN, mean
 from xlt.utils import log
 
 TRANSLATE_FORMAT = "xlt-shift-decode/1"
+UNDEFINED_RATE = "undefined: every decoded token is in both languages' token sets (0/0)"
 ALPHAS = (1.0, 2.0, 3.0)
 
 
@@ -42,6 +44,10 @@ def collect_translations(results_dir: str) -> dict[str, dict]:
     return found
 
 
+def _settings(result: dict) -> set[tuple[int, float]]:
+    return {(r["layer"], float(r["alpha"])) for r in result["grid"]}
+
+
 def table2_values(result: dict, bleu_layer: Optional[int], cr_layer: Optional[int]) -> dict[str, Optional[float]]:
     grid = {(r["layer"], float(r["alpha"])): r for r in result["grid"]}
     top = max(layer for layer, _ in grid)
@@ -51,7 +57,9 @@ def table2_values(result: dict, bleu_layer: Optional[int], cr_layer: Optional[in
               "best_bleu1": result["best"]["bleu1"], "best_layer": result["best"]["layer"],
               "best_alpha": result["best"]["alpha"]}
     for alpha in ALPHAS:
-        values[f"cr{alpha:g}"] = (grid.get((cr_layer, alpha)) or {}).get("convert_rate")
+        rate = (grid.get((cr_layer, alpha)) or {}).get("convert_rate")
+        # 0/0 (NaN): every decoded token belongs to both languages' token sets; no rate to report.
+        values[f"cr{alpha:g}"] = None if rate is None or math.isnan(rate) else rate
     values["_layers"] = (bleu_layer, cr_layer)
     return values
 
@@ -81,7 +89,8 @@ def build_table2(results_dir: str, numbers: Optional[dict] = None, bleu_layer: O
             gap = None if d in ours else f"no `xlt shift-decode translate` output for {d}"
             value = ours[d][key] if d in ours else None
             if d in ours and value is None:
-                gap = f"the sweep has no result at this layer and alpha for {d}"
+                gap = (UNDEFINED_RATE if key.startswith("cr") and (layers[1], float(key[2:])) in _settings(found[d])
+                       else f"the sweep has no result at this layer and alpha for {d}")
             cells.append(Cell(value=value, paper=paper_value, gap=gap, digits=digits))
         table.add_row(label, cells)
     table.remarks = ["The paper shifts m-BERT (12 layers); xlt's model has its own depth, so fixed rows use the "
@@ -95,18 +104,26 @@ def build_table2(results_dir: str, numbers: Optional[dict] = None, bleu_layer: O
     return table
 
 
+def _defined(cr: dict) -> tuple[dict, str]:
+    """Directions whose convert rates are all defined, and a note on the others."""
+    defined = {d: v for d, v in cr.items() if all(x is not None for x in v)}
+    if not defined:
+        raise Inconclusive("no direction has a defined convert rate at every alpha" if cr else "no translation results")
+    undefined = sorted(set(cr) - set(defined))
+    return defined, f" (left out, rate undefined: {', '.join(undefined)})" if undefined else ""
+
+
 def rising(cr: dict) -> Verdict:
-    if not cr:
-        raise Inconclusive("no translation results")
-    flat = [d for d, v in cr.items() if not all(a is not None and b is not None and a < b for a, b in zip(v, v[1:]))]
-    return decide(not flat, f"{len(cr) - len(flat)} of {len(cr)} directions rise" + (f" (not: {', '.join(flat)})" if flat else ""))
+    defined, note = _defined(cr)
+    flat = [d for d, v in defined.items() if not all(a < b for a, b in zip(v, v[1:]))]
+    return decide(not flat, f"{len(defined) - len(flat)} of {len(defined)} directions rise"
+                  + (f" (not: {', '.join(flat)})" if flat else "") + note)
 
 
 def mostly_converted(cr: dict) -> Verdict:
-    if not cr:
-        raise Inconclusive("no translation results")
-    at3 = {d: require(v[-1], f"{d} convert rate at alpha 3") for d, v in cr.items()}
-    return decide(all(v > 0.5 for v in at3.values()), ", ".join(f"{d} {v:.2f}" for d, v in at3.items()))
+    defined, note = _defined(cr)
+    at3 = {d: v[-1] for d, v in defined.items()}
+    return decide(all(v > 0.5 for v in at3.values()), ", ".join(f"{d} {v:.2f}" for d, v in at3.items()) + note)
 
 
 def build_table4(results_dir: str, table1_dir: str, languages: Sequence[str], numbers: Optional[dict] = None) -> ReportTable:
