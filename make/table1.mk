@@ -98,6 +98,13 @@ table1_cell = $(if $(and $(filter wiki-cc,$(1)),$(if $(CORPUS_cc-$(2)),,no)), \
   $(W)/table1/$(1)/en-$(2)/missing.json, \
   $(foreach t,$(TASKS),$(W)/table1/$(1)/en-$(2)/$(t)/results.json))
 TABLE1_RESULTS := $(foreach r,$(TABLE1_ROWS),$(foreach l,$(LANGS),$(call table1_cell,$(r),$(l))))
+TABLE1_MODELS  := $(patsubst $(W)/table1/%/xnli/results.json,$(W)/models/%/finished,$(filter %/xnli/results.json,$(TABLE1_RESULTS)))
+
+# Several nodes (SCALE=paper NNODES=2): every node runs `make pretrain-table1 NODE_RANK=<i>` (same
+# order, one model at a time, run directories on a shared file system), then one node runs
+# `make reproduce-table1` for the fine-tuning and the table.
+.PHONY: pretrain-table1
+pretrain-table1: $(TABLE1_MODELS)
 
 $(W)/report/table1.md: $(TABLE1_RESULTS)
 	$(XLT) report table1 --results-dir $(W)/table1 --langs $(subst $(space),$(comma),$(strip $(LANGS))) -o $(W)/report > /dev/null

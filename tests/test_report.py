@@ -262,6 +262,8 @@ def test_every_report_command_runs_on_empty_results_and_has_an_example(tmp_path)
         "alignment.md", "figure7.md", "liu-table2.md", "liu-table4.md", "table1.md"]
     for command in ("table1", "figure7", "alignment", "liu-table2", "liu-table4"):
         assert "Example" in run_xlt("report", command, "--help").stdout
+    assert_one_line_error(run_xlt("report", "table1", "--results-dir", tmp_path, "--langs", ",", "-o", tmp_path),
+                          "--langs needs at least one language")
 
 
 def test_alignment_report_reads_the_three_levels(tmp_path):

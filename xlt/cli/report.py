@@ -11,7 +11,12 @@ PAPER_HELP = "Paper numbers file [default: the one shipped with xlt, xlt/report/
 
 
 def _languages(text: str) -> list[str]:
-    return [lang.strip() for lang in text.split(",") if lang.strip()]
+    from xlt.utils.errors import XltError
+
+    languages = [lang.strip() for lang in text.split(",") if lang.strip()]
+    if not languages:
+        raise XltError("--langs needs at least one language code, e.g. fr,ru,zh")
+    return languages
 
 
 def _common(func: Callable) -> Callable:

@@ -74,14 +74,14 @@ def number(value: Optional[float], digits: int) -> str:
     return "" if value is None else f"{value:.{digits}f}"
 
 
-def _cell_text(cell: Cell, digits: int, notes: dict[str, int], gap_mark: str, mark: str) -> str:
+def _markdown_cell(cell: Cell, digits: int, notes: dict[str, int]) -> str:
     digits = digits if cell.digits is None else cell.digits
     if cell.value is None and cell.gap is None and cell.paper is None:
         return ""  # not applicable (e.g. word-level alignment has no layers above the embeddings)
     if cell.value is None:
-        text = gap_mark + (mark.format(notes[cell.gap]) if cell.gap else "")
+        text = "—" + (f" [{notes[cell.gap]}]" if cell.gap else "")
     else:
-        text = number(cell.value, digits) + (mark.format(notes[cell.note]) if cell.note else "")
+        text = number(cell.value, digits) + (f" [{notes[cell.note]}]" if cell.note else "")
     if cell.paper is not None:
         text += f" ({number(cell.paper, digits)})"
     return text
@@ -94,8 +94,7 @@ def markdown(table: ReportTable) -> str:
              "— marks a gap, [n] a note.", "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for label, cells in table.rows:
-        lines.append("| " + " | ".join([label] + [_cell_text(c, table.digits, notes, "—", " [{}]")
-                                                  for c in cells]) + " |")
+        lines.append("| " + " | ".join([label] + [_markdown_cell(c, table.digits, notes) for c in cells]) + " |")
     lines.append("")
     if notes:
         lines += [f"[{n}] {text}" for text, n in notes.items()] + [""]
