@@ -8,8 +8,6 @@ do not matter; a column that is not there is a gap. Rows L0..Ln and AVER (the me
 
 from __future__ import annotations
 
-import glob
-import json
 import os
 from typing import Callable, Optional, Sequence
 
@@ -17,6 +15,7 @@ from xlt.report import paper as paper_numbers
 from xlt.report.findings import Inconclusive, Verdict, check, decide, require
 from xlt.report.plots import Panel, Series, per_layer
 from xlt.report.render import Cell, ReportTable
+from xlt.report.sources import results_of_format
 from xlt.utils import log
 
 COLUMNS = ("Bilingual", "Monolingual", "Random")
@@ -27,15 +26,7 @@ Columns = dict[tuple[str, str], dict]
 
 def collect(results_dir: str) -> Columns:
     columns: Columns = {}
-    for path in sorted(glob.glob(os.path.join(results_dir, "*.json"))):
-        try:
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
-        except (OSError, ValueError, UnicodeDecodeError) as e:
-            log.info(f"xlt report: {path}: unreadable ({e}); skipped")
-            continue
-        if not isinstance(data, dict) or data.get("format") != CKA_FORMAT:
-            continue  # e.g. the assembled table (xlt-cka-table/1)
+    for path, data in results_of_format([os.path.join(results_dir, "*.json")], CKA_FORMAT):
         key = (data["label"], data["column"])
         if key in columns:
             log.info(f"xlt report: {path}: a second {key[0]} {key[1]} column; this one is used")

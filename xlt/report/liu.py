@@ -11,8 +11,6 @@ Table 4 (XNLI with the shift), from xlt's outputs, beside the paper's m-BERT num
 
 from __future__ import annotations
 
-import glob
-import json
 import math
 import os
 from typing import Optional, Sequence
@@ -20,9 +18,8 @@ from typing import Optional, Sequence
 from xlt.report import paper as paper_numbers
 from xlt.report.findings import Inconclusive, Verdict, check, decide
 from xlt.report.render import Cell, ReportTable
-from xlt.report.sources import finetune_score, load_json, shift_alphas
+from xlt.report.sources import finetune_score, load_json, results_of_format, shift_alphas
 from xlt.report.table1 import CHANCE, MIN_MARGIN, mean
-from xlt.utils import log
 
 TRANSLATE_FORMAT = "xlt-shift-decode/1"
 UNDEFINED_RATE = "undefined: every decoded token is in both languages' token sets (0/0)"
@@ -32,15 +29,9 @@ ALPHAS = (1.0, 2.0, 3.0)
 def collect_translations(results_dir: str) -> dict[str, dict]:
     """direction ``src-tgt`` -> translate result."""
     found: dict[str, dict] = {}
-    for path in sorted(glob.glob(os.path.join(results_dir, "*.json")) + glob.glob(os.path.join(results_dir, "*", "*.json"))):
-        try:
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
-        except (OSError, ValueError, UnicodeDecodeError) as e:
-            log.info(f"xlt report: {path}: unreadable ({e}); skipped")
-            continue
-        if isinstance(data, dict) and data.get("format") == TRANSLATE_FORMAT:
-            found[f"{data['src']}-{data['tgt']}"] = data
+    patterns = [os.path.join(results_dir, "*.json"), os.path.join(results_dir, "*", "*.json")]
+    for _, data in results_of_format(patterns, TRANSLATE_FORMAT):
+        found[f"{data['src']}-{data['tgt']}"] = data
     return found
 
 

@@ -7,10 +7,11 @@ another target language, no finished run). Malformed files are also logged on st
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 from xlt.utils import log
 
@@ -39,6 +40,23 @@ def load_json(path: str, expected_format: Optional[str] = None) -> tuple[Optiona
         log.info(f"xlt report: {path}: not a {expected_format} file")
         return None, f"{path} is not a {expected_format} file"
     return data, None
+
+
+def results_of_format(patterns: list[str], expected_format: str) -> Iterator[tuple[str, dict]]:
+    """``(path, data)`` of every JSON file matching ``patterns`` whose ``format`` is ``expected_format``.
+
+    Other formats (e.g. an assembled table beside its columns) are passed over silently; an
+    unreadable file is logged and skipped, so one broken file leaves a gap instead of a crash.
+    """
+    for path in sorted(p for pattern in patterns for p in glob.glob(pattern)):
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+        except (OSError, ValueError, UnicodeDecodeError) as e:
+            log.info(f"xlt report: {path}: unreadable ({e}); skipped")
+            continue
+        if isinstance(data, dict) and data.get("format") == expected_format:
+            yield path, data
 
 
 def missing_reason(directory: str) -> Optional[str]:
