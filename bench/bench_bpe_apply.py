@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from xlt.text.bpe import fast_tool
+from xlt.text.fastbpe import fast_tool
 
 REPO = Path(__file__).resolve().parent.parent
 MIRROR = Path(os.environ.get("XLT_DATA_MIRROR", REPO.parent / "shared" / "data"))

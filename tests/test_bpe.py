@@ -13,7 +13,8 @@ import pytest
 from conftest import MIRROR, assert_one_line_error, run_xlt
 from synthetic import corpus
 
-from xlt.text.bpe import BPE, fast_tool
+from xlt.text.bpe import BPE
+from xlt.text.fastbpe import fast_tool
 
 FAST = fast_tool()
 SAMPLE_LINES = 3000

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import assert_one_line_error, run_xlt
 
-from xlt.text.bpe import fast_tool, vocabulary_limit
+from xlt.text.bpe import vocabulary_limit
+from xlt.text.fastbpe import fast_tool
 from xlt.text.vocab import SIDECAR_SUFFIX, Vocabulary
 from xlt.utils.errors import XltError
 

@@ -21,149 +21,20 @@ hidden unless it fails. Two deliberate differences, both where fastBPE's own out
 from __future__ import annotations
 
 import contextlib
-import lzma
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
-from typing import BinaryIO, Callable, Iterable, Iterator, Optional, Sequence, Union
+from typing import BinaryIO, Iterator, Optional, Sequence
 
+from xlt.text.fastbpe import check_inputs, copy_to, corpus_feed, run_fast, text_blocks
 from xlt.text.vocab import SIDECAR_SUFFIX, Vocabulary
 from xlt.utils import log
 from xlt.utils.errors import PathLike, XltError, require_file
-from xlt.utils.textio import atomic_output, atomic_path, open_binary, read_lines
+from xlt.utils.textio import atomic_output, atomic_path, read_lines
 
-FAST_ENV = "XLT_FASTBPE"
-BLOCK_BYTES = 1 << 22          # streaming unit: 4 MiB, cut after a newline
 WORD_CACHE_LIMIT = 200_000     # distinct words remembered by BPE.apply (bounded memory)
-
-
-# ---- the fastBPE tool ------------------------------------------------------------------------
-def fast_tool() -> str:
-    """Path of fastBPE's ``fast`` executable: ``$XLT_FASTBPE``, else beside Python, else on PATH."""
-    configured = os.environ.get(FAST_ENV)
-    if configured:
-        if os.path.isfile(configured) and os.access(configured, os.X_OK):
-            return configured
-        raise XltError(f"${FAST_ENV} does not name an executable fastBPE `fast` tool (run make install)", configured)
-    beside = Path(sys.executable).parent / "fast"
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return str(beside)
-    found = shutil.which("fast")
-    if found:
-        return found
-    raise XltError("fastBPE's `fast` tool was not found beside Python, on PATH or in $XLT_FASTBPE; run make install")
-
-
-def run_fast(args: Sequence[str], stdout: Union[BinaryIO, int], feed: Optional[Iterable[bytes]] = None,
-             while_running: Optional[Callable[[], None]] = None) -> None:
-    """Run ``fast ARGS`` writing to ``stdout``, streaming ``feed`` into its stdin.
-
-    Its log (stderr) is kept in a temporary file and shown only if it fails. An exception raised
-    by ``feed`` (e.g. a bad line in a corpus) kills the tool and propagates.
-    """
-    with tempfile.TemporaryFile() as errlog:
-        proc = subprocess.Popen([fast_tool(), *args], stdout=stdout, stderr=errlog,
-                                stdin=subprocess.DEVNULL if feed is None else subprocess.PIPE)
-        try:
-            if feed is not None:
-                try:
-                    for block in feed:
-                        proc.stdin.write(block)
-                except BrokenPipeError:
-                    pass  # the tool died early; its exit status and log say why
-                finally:
-                    with contextlib.suppress(BrokenPipeError):
-                        proc.stdin.close()
-            while True:
-                try:
-                    returncode = proc.wait(timeout=0.5)
-                    break
-                except subprocess.TimeoutExpired:
-                    if while_running:
-                        while_running()
-        except BaseException:
-            proc.kill()
-            proc.wait()
-            raise
-        if returncode != 0:
-            errlog.seek(0)
-            lines = errlog.read().decode("utf-8", "replace").strip().splitlines()
-            why = lines[-1] if lines else ("killed by signal %d" % -returncode if returncode < 0 else "no message")
-            raise XltError(f"fastBPE `fast {args[0]}` failed (exit status {returncode}): {why}")
-
-
-# ---- checked text input ----------------------------------------------------------------------
-def text_blocks(path: PathLike) -> Iterator[bytes]:
-    """The raw bytes of a text input (plain, .gz, .xz or ``-``), in blocks cut after a newline.
-
-    Every block is checked to be UTF-8; only the last one may lack a final newline.
-
-    Raises:
-        XltError: naming the line (and byte) of the first non-UTF-8 sequence, or a corrupt archive.
-    """
-    path = require_file(path, "input")
-    stream = open_binary(path)
-    lines_before, carry = 0, b""
-    try:
-        while True:
-            data = stream.read(BLOCK_BYTES)
-            block = carry + data
-            if data:  # keep the unfinished last line for the next block
-                cut = block.rfind(b"\n") + 1
-                block, carry = block[:cut], block[cut:]
-            if block:
-                try:
-                    block.decode("utf-8")
-                except UnicodeDecodeError as e:
-                    line_start = block.rfind(b"\n", 0, e.start) + 1
-                    raise XltError(f"not valid UTF-8 (byte {e.start - line_start + 1} of the line)",
-                                   path, lines_before + block.count(b"\n", 0, e.start) + 1) from None
-                lines_before += block.count(b"\n")
-                yield block
-            if not data:
-                return
-    except (EOFError, lzma.LZMAError, OSError) as e:
-        raise XltError(f"cannot read input ({e})", path, lines_before + 1) from None
-    finally:
-        if stream is not sys.stdin.buffer:
-            stream.close()
-
-
-def corpus_feed(paths: Sequence[str]) -> Iterator[bytes]:
-    """The checked bytes of several corpora as one stream, each ending with a newline.
-
-    This is what ``fast learnbpe N a b`` reads when every file ends with a newline; a missing final
-    newline is added so the file's last word counts and does not fuse with the next file's first.
-
-    Raises:
-        XltError: on a bad line, or when the corpora hold no word at all.
-    """
-    has_words = False
-    for path in paths:
-        last = b"\n"
-        for block in text_blocks(path):
-            has_words = has_words or bool(block.translate(None, b" \n"))
-            last = block
-            yield block
-        if not last.endswith(b"\n"):
-            yield b"\n"
-    if not has_words:
-        raise XltError("empty corpus: no words", paths[0] if len(paths) == 1 else None)
-
-
-def _check_inputs(paths: Sequence[PathLike], what: str) -> list[str]:
-    if not paths:
-        raise XltError(f"no {what} given")
-    return [require_file(p, what) for p in paths]
-
-
-def _copy_to(output: Optional[PathLike], source: BinaryIO) -> None:
-    source.seek(0)
-    with atomic_output(output, "wb") as out:
-        shutil.copyfileobj(source, out)
 
 
 # ---- learn -----------------------------------------------------------------------------------
@@ -180,7 +51,7 @@ def learn(corpora: Sequence[PathLike], merges: int, output: Optional[PathLike] =
     """
     if merges < 1:
         raise XltError(f"the number of merges must be at least 1, not {merges}")
-    corpora = _check_inputs(corpora, "corpus")
+    corpora = check_inputs(corpora, "corpus")
     with tempfile.TemporaryFile() as raw, log.progress("learning BPE merges", total=merges) as bar:
         def show_progress() -> None:
             if log.progress_enabled():
@@ -198,7 +69,7 @@ def learn(corpora: Sequence[PathLike], merges: int, output: Optional[PathLike] =
             if written == 0:
                 raise XltError("nothing to merge: every word of the corpus is a single character",
                                corpora[0] if len(corpora) == 1 else None)
-            _copy_to(output, codes)
+            copy_to(output, codes)
         bar.update(completed=merges)
     if written < merges:
         log.info(f"the corpus allows only {written} merges of the {merges} asked for; wrote {written}")
@@ -213,7 +84,7 @@ def _getvocab(paths: Sequence[str], out: BinaryIO) -> None:
 def count_vocabulary(paths: Sequence[PathLike]) -> Vocabulary:
     """Token counts of BPE'd text, as ``fast getvocab`` counts and sorts them."""
     with tempfile.TemporaryFile() as raw:
-        _getvocab(_check_inputs(paths, "input"), raw)
+        _getvocab(check_inputs(paths, "input"), raw)
         raw.seek(0)
         tokens, counts = [], []
         for line in raw:
@@ -233,11 +104,11 @@ def build_vocabulary(inputs: Sequence[PathLike], output: Optional[PathLike] = No
         languages: one language per input, in order (optional). Then the vocabulary also gets its
             ownership sidecar: a token belongs to every language whose inputs contain it.
     """
-    inputs = _check_inputs(inputs, "input")
+    inputs = check_inputs(inputs, "input")
     if not languages:
         with tempfile.TemporaryFile() as raw:
             _getvocab(inputs, raw)
-            _copy_to(output, raw)
+            copy_to(output, raw)
         if output is not None and os.fspath(output) != "-":  # a stale sidecar would no longer match
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.fspath(output) + SIDECAR_SUFFIX)
