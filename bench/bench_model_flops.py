@@ -116,9 +116,8 @@ def machine_note(device: torch.device) -> str:
     return f"device cpu, {torch.get_num_threads()} torch thread(s), {os.cpu_count()} cores, load average {load:.2f}"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--preset", default="small", help="preset whose training step is timed")
+def add_step_arguments(parser: argparse.ArgumentParser) -> None:
+    """The sizes, device and threads of a timed training step (shared with bench_vs_transformers)."""
     parser.add_argument("--vocab-size", type=int, default=32_000)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seq-len", type=int, default=256)
@@ -128,6 +127,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None,
                         help="CPU threads for torch (default: torch's choice); on a shared, loaded machine 1 "
                              "thread gives steadier figures than threads that wait on each other")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", default="small", help="preset whose training step is timed")
+    add_step_arguments(parser)
     parser.add_argument("--dtype", choices=["fp32", "bf16"], default=None,
                         help="fp32 or bf16 autocast (default: bf16 on cuda, fp32 on cpu)")
     parser.add_argument("--peak-tflops", type=float, default=None,

@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench_model_flops import (H100_BF16_DENSE_TFLOPS, MLMBatch, autocast, machine_note,  # noqa: E402
+from bench_model_flops import (H100_BF16_DENSE_TFLOPS, MLMBatch, add_step_arguments, autocast, machine_note,  # noqa: E402
                                matmul_peak_tflops, mlm_batch, pick_device, synchronize, xlt_train_step)
 from xlt.model import EncoderConfig, MaskedLM  # noqa: E402
 
@@ -87,15 +87,7 @@ def step_memory_note(run_steps, device: torch.device) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="small")
-    parser.add_argument("--vocab-size", type=int, default=32_000)
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--seq-len", type=int, default=256)
-    parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--device", default="auto", help="auto (cuda when available), cpu or cuda")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="CPU threads for torch (default: torch's choice); on a shared, loaded machine 1 "
-                             "thread gives steadier figures than threads that wait on each other")
+    add_step_arguments(parser)
     parser.add_argument("--dtype", choices=["fp32", "bf16"], default=None,
                         help="fp32 or bf16 autocast for both models (default: bf16 on cuda, fp32 on cpu)")
     args = parser.parse_args()

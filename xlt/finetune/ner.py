@@ -21,11 +21,11 @@ from typing import Iterator, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
 from xlt.finetune.inputs import IGNORE, EncodingMemo, example_order, pad_ids, pad_rows, settings_from
 from xlt.finetune.metrics import F1_MODES, postprocess_tags, span_f1, tag_type
-from xlt.finetune.task import Batch, Task, TaskHead
+from xlt.finetune.task import Batch, LinearHead, Task
 from xlt.pretrain.pretrained import TextPipeline, model_input
 from xlt.utils.errors import XltError
 from xlt.utils.textio import read_numbered_lines
@@ -214,14 +214,8 @@ def plan_windows(lengths: Sequence[int], budget: int, owner: str = "center") -> 
 
 
 # ---- head --------------------------------------------------------------------------------------
-class TaggerHead(TaskHead):
+class TaggerHead(LinearHead):
     """First-subword tagger: hidden [B,T,D] -> logits [B,W,C] at ``fields["word_positions"]`` [B,W]."""
-
-    def __init__(self, d_model: int, labels: Sequence[str], dropout: float):
-        super().__init__()
-        self.labels = list(labels)
-        self.dropout = nn.Dropout(dropout)
-        self.classifier = nn.Linear(d_model, len(self.labels))
 
     def forward(self, hidden: Tensor, batch: Batch) -> Tensor:
         positions = batch.fields["word_positions"]

@@ -56,6 +56,17 @@ class TaskHead(nn.Module, ABC):
         """One prediction per row of the batch (labels, tag sequences, trees)."""
 
 
+class LinearHead(TaskHead):
+    """Dropout then one linear layer over labels: the body of the XNLI classifier and the NER tagger
+    (which differ only in which positions they read and how they decode)."""
+
+    def __init__(self, d_model: int, labels: Sequence[str], dropout: float):
+        super().__init__()
+        self.labels = list(labels)
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(d_model, len(self.labels))
+
+
 class Task(ABC):
     """What a task tells the runner. One instance per task; stateless apart from its settings."""
 

@@ -16,11 +16,11 @@ from typing import Iterator, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
 from xlt.finetune.inputs import EncodingMemo, example_order, pad_ids, settings_from
 from xlt.finetune.metrics import accuracy
-from xlt.finetune.task import Batch, Task, TaskHead
+from xlt.finetune.task import Batch, LinearHead, Task
 from xlt.pretrain.pretrained import TextPipeline, model_input
 from xlt.utils.errors import XltError
 from xlt.utils.textio import read_numbered_lines
@@ -62,14 +62,8 @@ def truncate_pair(a: list[int], b: list[int], budget: int) -> tuple[list[int], l
     return a[:na], b[:nb]
 
 
-class ClassifierHead(TaskHead):
+class ClassifierHead(LinearHead):
     """First-token classifier: hidden [B,T,D] -> logits [B,C]."""
-
-    def __init__(self, d_model: int, labels: Sequence[str], dropout: float):
-        super().__init__()
-        self.labels = list(labels)
-        self.dropout = nn.Dropout(dropout)
-        self.classifier = nn.Linear(d_model, len(self.labels))
 
     def forward(self, hidden: Tensor, batch: Batch) -> Tensor:
         return self.classifier(self.dropout(hidden[:, 0]))
