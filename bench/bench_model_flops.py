@@ -1,7 +1,7 @@
 """Model FLOPs per token and measured training-step throughput / MFU of xlt's MaskedLM.
 
 Prints, for the ``wu2020`` and ``small`` presets at stream length 256, the training FLOPs per token
-(MaskedLM.flops_per_token: 6 * layer params + 12 * L * T * D + 15 % * 6 * (D^2 + D * V)), then times
+(MaskedLM.flops_per_token: 6 * layer params + 12 * L * T * D + 15 % * 6 * D * V), then times
 full training steps (forward + backward + Adam) of one preset and reports tokens/s and model FLOPs
 utilisation (MFU) against a peak: on CPU the measured throughput of a large matmul on this machine,
 on CUDA the nominal dense bf16 peak (989 TFLOP/s for an H100 SXM; --peak-tflops to change it).

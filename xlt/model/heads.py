@@ -1,8 +1,8 @@
 """Task heads on top of :class:`~xlt.model.encoder.Encoder`, and the pretraining model.
 
-* :class:`MaskedLMHead` -- BERT's MLM head (dense + activation + LayerNorm) followed by a decoder
-  whose weight IS the input token table of the batch's language (tied softmax, Press & Wolf 2017)
-  plus an output bias. With separate embeddings each language's softmax is tied to its own table
+* :class:`MaskedLMHead` -- XLM's prediction layer: one projection whose weight IS the input token
+  table of the batch's language (tied softmax, Press & Wolf 2017) plus an output bias. (BERT puts
+  a dense + activation + LayerNorm transform in front; XLM, which Wu et al. trained with, does not.) With separate embeddings each language's softmax is tied to its own table
   and has its own bias. The loss gathers the predicted positions first and projects only those:
   a [B,T,V] logits tensor is never built during training.
 * :class:`MaskedLM` -- encoder + MLM head; ``forward`` returns the loss the trainer minimises.
@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from xlt.model.config import EncoderConfig
-from xlt.model.encoder import Encoder, for_language, init_weights, language_specific_parameters, maybe_per_language
+from xlt.model.encoder import Encoder, for_language, language_specific_parameters, maybe_per_language
 
 
 class OutputBias(nn.Module):
@@ -45,27 +45,21 @@ def gather_positions(hidden: Tensor, target_positions: Tensor) -> Tensor:
 
 
 class MaskedLMHead(nn.Module):
-    """Dense + activation + LayerNorm, then the tied decoder of the batch's language."""
+    """The tied decoder of the batch's language plus its output bias."""
 
     def __init__(self, config: EncoderConfig, encoder: Encoder):
         super().__init__()
         self.config = config
-        D = config.d_model
-        self.dense = nn.Linear(D, D)
-        self.activation = nn.GELU() if config.activation == "gelu" else nn.ReLU()
-        self.norm = nn.LayerNorm(D, eps=1e-12)
         self.output_bias = maybe_per_language(lambda: OutputBias(config.vocab_size),
                                               config.sharing.separate_embeddings, config.languages)
         # A bound method, not a submodule: the tied table stays registered once (in the encoder),
         # so checkpoints hold it once and parameter counts are not doubled.
         self.decoder_weight = encoder.token_embedding_weight
-        self.apply(init_weights)
 
     def logits(self, hidden: Tensor, lang: str | int) -> Tensor:
         """hidden [..., D] -> logits [..., V] over the vocabulary of ``lang``'s softmax."""
         code = self.config.languages[self.config.language_index(lang)]
-        x = self.norm(self.activation(self.dense(hidden)))
-        return F.linear(x, self.decoder_weight(code), for_language(self.output_bias, code).bias)
+        return F.linear(hidden, self.decoder_weight(code), for_language(self.output_bias, code).bias)
 
     def mlm_loss(self, hidden: Tensor, target_positions: Tensor, target_ids: Tensor, lang: str | int,
                  reduction: str = "mean") -> Tensor:
@@ -134,16 +128,16 @@ class MaskedLM(nn.Module):
     def flops_per_token(self, seq_len: int, predicted_fraction: float = 0.15) -> float:
         """Training FLOPs (forward + backward) per input token, PaLM / Chinchilla appendix convention:
 
-            6 * N_layers + 12 * n_layers * seq_len * d_model + predicted_fraction * 6 * (d_model^2 + d_model * V)
+            6 * N_layers + 12 * n_layers * seq_len * d_model + predicted_fraction * 6 * d_model * V
 
         N_layers: parameters of the Transformer layers one token passes through (one copy of any
         language-specific layer); 12*L*T*D: the QK^T and AV matmuls (2 * 2*T*D per token and layer,
-        times 3 for forward + backward); last term: the head's dense layer and the tied softmax,
-        computed at predicted positions only. Embedding lookups, LayerNorms and biases outside the
+        times 3 for forward + backward); last term: the tied softmax, computed at predicted positions
+        only. Embedding lookups, LayerNorms and biases outside the
         layers are left out (they are not matmuls).
         """
         c = self.config
         layers = 6 * self.encoder.layer_parameters_per_language()
         attention = 12 * c.n_layers * seq_len * c.d_model
-        head = predicted_fraction * 6 * (c.d_model * c.d_model + c.d_model * c.vocab_size)
+        head = predicted_fraction * 6 * c.d_model * c.vocab_size
         return float(layers + attention + head)
