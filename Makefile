@@ -63,11 +63,21 @@ XLT      := $(VENV)/bin/xlt
 W        ?= work/$(SCALE)
 XLT_DATA ?= data
 LANGS    ?= fr ru zh
+# Wu et al.'s representation analyses (Figure 7's CKA, the §5.1 alignment) study four pairs.
+ANALYSIS_LANGS ?= fr de ru zh
+# $(call setting,NAME,VALUE) -> $(W)/settings/NAME, a file holding VALUE, rewritten only when VALUE
+# changes. A table that lists it as a prerequisite is remade when the setting changes; missing
+# (secondary) inputs alone would not remake it, so a language added to LANGS later would never
+# reach the table. Use it as $$(call setting,...): secondary expansion runs it only for the targets
+# make considers.
+setting = $(shell f=$(W)/settings/$(1); mkdir -p $(W)/settings; [ "$$(cat $$f 2>/dev/null)" = "$(2)" ] || echo "$(2)" > $$f; echo $$f)
 MAKEFLAGS += -j$(JOBS) --output-sync=line
 export OMP_NUM_THREADS := $(THREADS)
 SHELL    := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 .DELETE_ON_ERROR:
+# Every file is secondary: kept, and never remade just because it is missing, so a finished stage
+# stays finished when its inputs (models, token stores) are deleted to save disk.
 .SECONDARY:
 .SECONDEXPANSION:
 include make/text.mk make/table1.mk make/analysis.mk

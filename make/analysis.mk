@@ -50,11 +50,11 @@ $(W)/figure7/en-%.monolingual.json: $(W)/models/mono/en/finished $(W)/models/mon
 $(W)/figure7/en-%.random.json: $(W)/models/mono/en/finished $(W)/models/mono/%/finished $(CKA_TEXT)
 	@mkdir -p $(@D)
 	$(cka) --model-a $(W)/models/mono/en --model-b $(W)/models/mono/$* --random-b 0 --column Random
-FIGURE7_COLUMNS := $(foreach l,$(LANGS),$(foreach c,bilingual monolingual random,$(W)/figure7/en-$(l).$(c).json))
-$(W)/figure7/fig7.json: $(FIGURE7_COLUMNS)
-	$(XLT) cka table $^ -o $(basename $@)
+FIGURE7_COLUMNS := $(foreach l,$(ANALYSIS_LANGS),$(foreach c,bilingual monolingual random,$(W)/figure7/en-$(l).$(c).json))
+$(W)/figure7/fig7.json: $(FIGURE7_COLUMNS) $$(call setting,analysis-langs,$(ANALYSIS_LANGS))
+	$(XLT) cka table $(filter %.json,$^) -o $(basename $@)
 $(W)/report/figure7.md: $(W)/figure7/fig7.json
-	$(XLT) report figure7 --results-dir $(W)/figure7 -o $(W)/report > /dev/null
+	$(XLT) report figure7 --results-dir $(W)/figure7 --langs $(call comma_list,$(ANALYSIS_LANGS)) -o $(W)/report > /dev/null
 reproduce-figure7: $(W)/report/figure7.md
 	@cat $<
 
@@ -78,9 +78,9 @@ $(W)/alignment/en-%.sentence.json: $(MONO_PAIR) $(T)/xnli/dev-en.tsv $(T)/xnli/d
 	$(call align,sentence) --train $(T)/xnli/dev-en.tsv $(T)/xnli/dev-$*.tsv \
 	  --train $(T)/xnli/test-en.tsv $(T)/xnli/test-$*.tsv \
 	  --test $(call TATOEBA,$*).eng $(call TATOEBA,$*).$(TATOEBA_$*)
-ALIGNMENT_RESULTS := $(foreach l,$(LANGS),$(foreach k,word contextual-word sentence,$(W)/alignment/en-$(l).$(k).json))
-$(W)/report/alignment.md: $(ALIGNMENT_RESULTS)
-	$(XLT) report alignment --results-dir $(W)/alignment -o $(W)/report > /dev/null
+ALIGNMENT_RESULTS := $(foreach l,$(ANALYSIS_LANGS),$(foreach k,word contextual-word sentence,$(W)/alignment/en-$(l).$(k).json))
+$(W)/report/alignment.md: $(ALIGNMENT_RESULTS) $$(call setting,analysis-langs,$(ANALYSIS_LANGS))
+	$(XLT) report alignment --results-dir $(W)/alignment --langs $(call comma_list,$(ANALYSIS_LANGS)) -o $(W)/report > /dev/null
 reproduce-alignment: $(W)/report/alignment.md
 	@cat $<
 
@@ -97,8 +97,8 @@ $(W)/liu/%.translate.json: $(W)/liu/%.shift.npz $(W)/parallel/xnli-test.$$(call 
 	$(XLT) shift-decode translate --device $(DEVICE) --model $(W)/models/default/$(*D) --shift $< --input $(word 2,$^) \
 	  --reference $(word 3,$^) --alphas 1,2,3 --n-sentences $(TRANSLATE_SENTENCES) -o $@
 LIU_TRANSLATIONS := $(foreach l,$(LANGS),$(W)/liu/en-$(l)/en-$(l).translate.json $(W)/liu/en-$(l)/$(l)-en.translate.json)
-$(W)/liu/table2.json: $(LIU_TRANSLATIONS)
-	$(XLT) shift-decode table $^ --layer $(LIU_BLEU_LAYER) --alpha 3 --cr-layer $(LIU_CR_LAYER) -o $(basename $@)
+$(W)/liu/table2.json: $(LIU_TRANSLATIONS) $$(call setting,langs,$(LANGS))
+	$(XLT) shift-decode table $(filter %.json,$^) --layer $(LIU_BLEU_LAYER) --alpha 3 --cr-layer $(LIU_CR_LAYER) -o $(basename $@)
 $(W)/report/liu-table2.md: $(W)/liu/table2.json
 	$(XLT) report liu-table2 --results-dir $(W)/liu -o $(W)/report > /dev/null
 reproduce-liu-table2: $(W)/report/liu-table2.md
@@ -113,7 +113,7 @@ $(W)/liu/en-%/xnli-mds/results.json: $(W)/models/default/en-%/finished $(W)/liu/
 	  --eval $* $(T)/xnli/dev-$*.tsv $(T)/xnli/test-$*.tsv --freeze-bottom $(LIU_LAYER) \
 	  --shift $(W)/liu/en-$*/$*-en.shift.npz --shift-layer $(LIU_LAYER) --shift-alpha $(LIU_ALPHAS) $(XNLI_ARGS)
 LIU_TABLE4 := $(foreach l,$(LANGS),$(W)/liu/en-$(l)/xnli-mds/results.json $(W)/table1/default/en-$(l)/xnli/results.json)
-$(W)/report/liu-table4.md: $(LIU_TABLE4)
+$(W)/report/liu-table4.md: $(LIU_TABLE4) $$(call setting,langs,$(LANGS))
 	$(XLT) report liu-table4 --results-dir $(W)/liu --table1-dir $(W)/table1 -o $(W)/report > /dev/null
 reproduce-liu-table4: $(W)/report/liu-table4.md
 	@cat $<

@@ -14,6 +14,7 @@ TASKS := xnli ner parse
 comma := ,
 empty :=
 space := $(empty) $(empty)
+comma_list = $(subst $(space),$(comma),$(strip $(1)))
 
 # ---- pretraining: $(call pretrain,DATA_KIND,SHARING) in a rule for $(W)/models/<row>/en-%/finished
 # (one batch is one language; the best checkpoint is chosen on English dev perplexity).
@@ -106,8 +107,8 @@ TABLE1_MODELS  := $(patsubst $(W)/table1/%/xnli/results.json,$(W)/models/%/finis
 .PHONY: pretrain-table1
 pretrain-table1: $(TABLE1_MODELS)
 
-$(W)/report/table1.md: $(TABLE1_RESULTS)
-	$(XLT) report table1 --results-dir $(W)/table1 --langs $(subst $(space),$(comma),$(strip $(LANGS))) -o $(W)/report > /dev/null
+$(W)/report/table1.md: $(TABLE1_RESULTS) $$(call setting,langs,$(LANGS))
+	$(XLT) report table1 --results-dir $(W)/table1 --langs $(call comma_list,$(LANGS)) -o $(W)/report > /dev/null
 
 reproduce-table1: $(W)/report/table1.md
 	@cat $<

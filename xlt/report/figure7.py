@@ -59,9 +59,13 @@ def build(results_dir: str, languages: Sequence[str], numbers: Optional[dict] = 
                                   gap=None if mine else f"no `xlt cka compare` output for {pair} {column}"))
         table.add_row(f"L{layer}" if layer != "AVER" else "AVER", cells)
     n = sorted({c["n"] for c in ours.values() if c.get("n")})
+    left_out = [p for p in data["wu2020_figure7"]["pairs"] if p not in pairs]
     table.remarks = [f"Linear CKA of mean-pooled sentences (specials excluded); n = {', '.join(map(str, n)) or '?'} "
-                     "parallel sentences. Random: the non-English side through a randomly initialised encoder.",
-                     "The paper's en-en' (back-translation) and en-de columns are not part of this reproduction."]
+                     "parallel sentences. Random: the non-English side through a randomly initialised encoder."]
+    if left_out:
+        table.remarks.append(f"The paper's {', '.join(left_out)} column(s) are not part of this table"
+                             + (" (en-en' compares English with its back-translation, which needs a translation "
+                                "system outside this pipeline)." if "en-en'" in left_out else "."))
     mine_avg = {k: v["average"] for k, v in ours.items()}
     paper_avg = {k: v["average"] for k, v in theirs.items()}
     table.findings = [

@@ -1,0 +1,72 @@
+"""The reproduction's make plan, read with ``make -n`` (nothing is run).
+
+The pipeline's resumability and its scales live in the Makefile, not in Python: these tests check
+that every scale plans every stage, and that make's bookkeeping redoes exactly what is missing.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from conftest import REPO
+
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="GNU make is not installed")
+
+
+def dry_run(work, *args: str) -> list[str]:
+    proc = subprocess.run(["make", "-n", f"W={work}", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.splitlines()
+
+
+def xlt_commands(lines: list[str], subcommand: str) -> list[str]:
+    return [line for line in lines if re.search(rf"\bxlt {subcommand}\b", line)]
+
+
+@pytest.mark.parametrize("scale", ["demo", "gpu", "paper"])
+def test_every_scale_plans_the_whole_reproduction(tmp_path, scale):
+    lines = dry_run(tmp_path / "w", f"SCALE={scale}", "reproduce-all")
+    pretrain = xlt_commands(lines, "pretrain")
+    # Table 1: 10 rows x 3 pairs, less Wiki-CC en-ru (no Russian web corpus); the en-de Default model
+    # of Figure 7; monolingual en, fr, de, ru, zh for Figure 7 and the alignment.
+    assert len(pretrain) == 10 * 3 - 1 + 1 + 5
+    assert not any("wiki-cc/en-ru" in line for line in pretrain)
+    # 10 rows x 3 tasks x 3 pairs less the 3 Wiki-CC en-ru cells, plus Liu et al.'s XNLI with shift per pair.
+    assert len(xlt_commands(lines, "finetune")) == 10 * 3 * 3 - 3 + 3
+    reports = {line.split("report ")[1].split()[0] for line in xlt_commands(lines, "report")}
+    assert reports == {"table1", "figure7", "alignment", "liu-table2", "liu-table4"}
+    if scale == "paper":
+        assert all("torchrun" in line for line in pretrain)
+
+
+def _touch_in_order(paths: list, seconds_ago: float) -> None:
+    """Give ``paths`` increasing modification times from ``seconds_ago`` on (as a finished run leaves them)."""
+    start = time.time() - seconds_ago
+    for i, path in enumerate(paths):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            path.write_text("{}")
+        os.utime(path, (start + i, start + i))
+
+
+def test_a_language_added_to_a_finished_run_is_made_and_nothing_else(tmp_path):
+    work = tmp_path / "w"
+    columns = [work / "figure7" / f"en-{lang}.{column}.json"
+               for lang in ("fr", "ru", "zh") for column in ("bilingual", "monolingual", "random")]
+    table, report = work / "figure7" / "fig7.json", work / "report" / "figure7.md"
+    _touch_in_order([*columns, table, report], seconds_ago=1000)
+
+    # The first run that sees no settings record writes one and re-collects the table (cheap), no more.
+    assert xlt_commands(dry_run(work, "reproduce-figure7", "ANALYSIS_LANGS=fr ru zh"), "cka compare") == []
+    _touch_in_order([work / "settings" / "analysis-langs", table, report], seconds_ago=500)  # as that run leaves them
+    assert [line for line in dry_run(work, "reproduce-figure7", "ANALYSIS_LANGS=fr ru zh") if "xlt" in line] == []
+
+    lines = dry_run(work, "reproduce-figure7", "ANALYSIS_LANGS=fr ru zh de")
+    compared = xlt_commands(lines, "cka compare")
+    assert len(compared) == 3 and all("--lang-b de" in line for line in compared)
+    assert any("report figure7" in line and "--langs fr,ru,zh,de" in line for line in xlt_commands(lines, "report"))
