@@ -35,7 +35,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from xlt.finetune.config import TASK_DEFAULTS, RunSettings, default_path  # noqa: E402
-from xlt.finetune.ordering import evaluation_order, example_lengths, ordered_batches, padding_fraction  # noqa: E402
+from xlt.finetune.ordering import evaluation_order, example_sizes, ordered_batches, padding_fraction  # noqa: E402
 from xlt.finetune.registry import get_task  # noqa: E402
 from xlt.finetune.trainer import RunTrainer, SourceData  # noqa: E402
 from xlt.model.config import EncoderConfig  # noqa: E402
@@ -72,8 +72,9 @@ def measure(task_name: str, args: argparse.Namespace, root: str) -> dict:
     pretrained = PretrainedRun("(random init)", MaskedLM(config).to(args.device), config, vocab, {}, 0)
     labels = task.labels(train)
     t0 = time.perf_counter()
-    lengths = example_lengths(task, train, text, labels, max_len)
-    dev_lengths = example_lengths(task, dev, text, labels, max_len)
+    sizes = example_sizes(task, train, text, labels, max_len)
+    lengths = sizes.lengths
+    dev_lengths = example_sizes(task, dev, text, labels, max_len).lengths
     encode_rate = (len(train) + len(dev)) / (time.perf_counter() - t0)
     bs = args.batch_size or BATCH_SIZE[task_name]
     out = {"task": task_name, "examples": len(train), "batch_size": bs, "max_len": max_len,
@@ -87,7 +88,7 @@ def measure(task_name: str, args: argparse.Namespace, root: str) -> dict:
         settings = RunSettings(batch_size=bs, encoder_lr=2e-5, head_lr=2e-5, seed=0, epochs=1, epoch_size=None,
                                schedule="constant", warmup_fraction=0.1, max_len=max_len, dropout=None,
                                freeze_bottom=0, clip_norm=5.0, bucket=bucket)
-        data = SourceData(task, pretrained, labels, "en", text, train, lengths, dev[:1], lambda: one_dev,
+        data = SourceData(task, pretrained, labels, "en", text, train, sizes, dev[:1], lambda: one_dev,
                           torch.device(args.device), None)
         run_dir = os.path.join(root, f"{task_name}-{bucket}")
         os.makedirs(run_dir)

@@ -9,6 +9,7 @@ import torch
 from finetune_fixtures import make_pipeline, predict, tiny_encoder, train_steps
 
 from xlt.finetune.ner import NERTask, Window, iob1_to_iob2, plan_windows, read_tagged
+from xlt.finetune.ordering import epoch_order, epoch_steps, example_sizes, ordered_batches
 from xlt.finetune.registry import get_task
 from xlt.pretrain.pretrained import EOS_ID
 from xlt.utils.errors import XltError
@@ -222,6 +223,24 @@ def test_tagger_overfits_and_windows_merge_back(tmp_path):
     merged = [task.predicted_tags(s, predictions[i]) for i, s in enumerate(data)]
     assert [len(m) for m in merged] == [len(s.words) for s in data]
     assert task.evaluate(data, predictions, labels)["f1"] == 100.0
+
+
+def test_an_epoch_has_as_many_steps_as_counted_windows_included(tmp_path):
+    """The learning-rate schedule's length is counted from the rows (windows) each sentence becomes."""
+    task = NERTask()
+    data = task.read(write(tmp_path / "train", conll(sentences(random.Random(3), 9))))
+    labels = task.labels(data)
+    text = make_pipeline(tmp_path / "pipe", WORDS)
+    sizes = example_sizes(task, data, text, labels, 12)
+    assert sum(sizes.rows) > len(data)                                 # some sentences are cut
+    order = epoch_order(len(data), 0, 5, None)
+    batches = [ob.batch for ob in ordered_batches(task, data, order, text, labels, 4, 12)]
+    assert epoch_steps(sizes.rows, order, 4) == len(batches) > -(-len(data) // 4)
+    rows = [0] * len(data)
+    for batch in batches:
+        for i in batch.example_ids:
+            rows[i] += 1
+    assert rows == sizes.rows
 
 
 def test_evaluate_applies_the_chosen_postprocessing_and_f1_mode(tmp_path):

@@ -302,8 +302,10 @@ def test_epochs_buckets_and_lengths(world):
     run = PretrainedRun.load(world.run, "last")
     task = ToyTask()
     examples = task.read(str(world.split("en", "train")))
-    lengths = ordering.example_lengths(task, examples, run.text("en"), ["animal", "thing"], 64)
+    sizes = ordering.example_sizes(task, examples, run.text("en"), ["animal", "thing"], 64)
+    lengths = sizes.lengths
     assert lengths == [len(model_input(run.text("en").encode_lines([ex.text])[0])) for ex in examples]
+    assert sizes.rows == [1] * len(examples)
     order = ordering.epoch_order(len(examples), 0, 1, None)
     buckets = ordering.bucketed(order, lengths, 8, 1, 0)
     assert sorted(buckets) == sorted(order)

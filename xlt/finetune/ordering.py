@@ -11,12 +11,13 @@ split. So every task gets the same exactly-resumable epochs and the same padding
   epoch are shuffled (from ``(seed, e)``): batches hold similar lengths, their order stays random.
 * Evaluation: examples sorted by length (longest first, so memory trouble shows at once).
 
-Lengths come from one encoding pass through the task itself (:func:`example_lengths`), since only
-the task knows how an example becomes input positions.
+Lengths and rows come from one encoding pass through the task itself (:func:`example_sizes`), since
+only the task knows how an example becomes input rows and positions.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional, Sequence
 
@@ -37,16 +38,33 @@ def _generator(*numbers: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-def example_lengths(task: Task, examples: Sequence[Any], text: TextPipeline, labels: list[str],
-                    max_len: int) -> list[int]:
-    """Input positions each example occupies (its longest row, for tasks that cut examples into windows)."""
-    lengths = [0] * len(examples)
+@dataclass(frozen=True)
+class ExampleSizes:
+    """What each example becomes: ``lengths[i]`` input positions of its longest row, ``rows[i]`` rows
+    (more than one where a task cuts a long example into windows, as NER does)."""
+
+    lengths: list[int]
+    rows: list[int]
+
+
+def example_sizes(task: Task, examples: Sequence[Any], text: TextPipeline, labels: list[str],
+                  max_len: int) -> ExampleSizes:
+    """One encoding pass through the task: the length and the number of rows of every example."""
+    lengths, rows = [0] * len(examples), [0] * len(examples)
     for batch in task.batches(examples, text, labels, LENGTH_PASS_BATCH, max_len, False, None):
         width = batch.input_ids.shape[1]
-        rows = width - (batch.padding_mask.sum(1) if batch.padding_mask is not None else torch.zeros(len(batch.example_ids)))
-        for example_id, row_len in zip(batch.example_ids, rows.tolist()):
+        row_lengths = width - (batch.padding_mask.sum(1) if batch.padding_mask is not None
+                               else torch.zeros(len(batch.example_ids)))
+        for example_id, row_len in zip(batch.example_ids, row_lengths.tolist()):
             lengths[example_id] = max(lengths[example_id], int(row_len))
-    return lengths
+            rows[example_id] += 1
+    return ExampleSizes(lengths, rows)
+
+
+def epoch_steps(rows: Sequence[int], order: Sequence[int], batch_size: int) -> int:
+    """Batches in an epoch over ``order``: tasks fill every batch with ``batch_size`` rows, windows
+    of one example and the next alike, so only the last batch is short."""
+    return math.ceil(sum(rows[i] for i in order) / batch_size)
 
 
 def epoch_order(n_examples: int, epoch: int, seed: int, epoch_size: Optional[int]) -> list[int]:

@@ -34,7 +34,7 @@ import torch
 
 from xlt.finetune import selection
 from xlt.finetune.config import DATA_LAYOUT, FinetuneConfig, RunSettings, default_path
-from xlt.finetune.ordering import evaluation_order, example_lengths, ordered_batches
+from xlt.finetune.ordering import ExampleSizes, evaluation_order, example_sizes, ordered_batches
 from xlt.finetune.task import Batch, Task
 from xlt.finetune.trainer import RunTrainer, SourceData
 from xlt.finetune.transforms import LayerMap, TargetShift, load_map, load_shift
@@ -129,7 +129,7 @@ class Experiment:
                                "checkpoint_sha256": file_sha256(os.path.join(cfg.model, "checkpoints",
                                                                              f"{cfg.checkpoint}.pt"))}
         self._texts: dict[str, TextPipeline] = {}
-        self._lengths: dict[tuple[str, str], list[int]] = {}
+        self._sizes: dict[tuple[str, str], ExampleSizes] = {}
         self._eval_batches: dict[tuple[str, str], list[Batch]] = {}
         self.runs_dir = os.path.join(cfg.output, "runs")
 
@@ -184,17 +184,16 @@ class Experiment:
             self._texts[lang] = self.pretrained.text(lang)
         return self._texts[lang]
 
-    def lengths(self, lang: str, split: str) -> list[int]:
-        if (lang, split) not in self._lengths:
+    def sizes(self, lang: str, split: str) -> ExampleSizes:
+        if (lang, split) not in self._sizes:
             s = self.splits[split, lang]
-            self._lengths[lang, split] = example_lengths(self.task, s.examples, self.text(lang),
-                                                         self.labels, self.max_len)
-        return self._lengths[lang, split]
+            self._sizes[lang, split] = example_sizes(self.task, s.examples, self.text(lang), self.labels, self.max_len)
+        return self._sizes[lang, split]
 
     def eval_batches(self, lang: str, split: str) -> list[Batch]:
         """A split's batches, longest examples first, built once per command and shared by every run."""
         if (lang, split) not in self._eval_batches:
-            order = evaluation_order(self.lengths(lang, split))
+            order = evaluation_order(self.sizes(lang, split).lengths)
             self._eval_batches[lang, split] = [
                 ob.batch for ob in ordered_batches(self.task, self.splits[split, lang].examples, order,
                                                    self.text(lang), self.labels, self.cfg.eval_batch_size,
@@ -206,7 +205,7 @@ class Experiment:
         if self.cfg.precision == "auto" and self.device.type == "cuda" and torch.cuda.is_bf16_supported():
             autocast = torch.bfloat16
         return SourceData(self.task, self.pretrained, self.labels, self.source, self.text(self.source),
-                          self.splits["train", self.source].examples, self.lengths(self.source, "train"),
+                          self.splits["train", self.source].examples, self.sizes(self.source, "train"),
                           self.splits["dev", self.source].examples, lambda: self.eval_batches(self.source, "dev"),
                           self.device, autocast)
 

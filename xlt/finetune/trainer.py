@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from xlt.finetune.config import RunSettings
-from xlt.finetune.ordering import bucketed, epoch_order, ordered_batches
+from xlt.finetune.ordering import ExampleSizes, bucketed, epoch_order, epoch_steps, ordered_batches
 from xlt.finetune.task import Batch, Task
 from xlt.model.encoder import Encoder, LayerHook
 from xlt.pretrain.checkpoint import load_checkpoint, save_checkpoint
@@ -108,7 +108,7 @@ class SourceData:
     source: str
     text: TextPipeline  # the source's pipeline, one object for the whole command (tasks memoize per pipeline)
     train: Sequence[Any]
-    train_lengths: Sequence[int]
+    train_sizes: ExampleSizes  # lengths (bucketing) and rows (steps per epoch) of the training examples
     dev: Sequence[Any]
     dev_batches: Callable[[], list[Batch]]  # the source dev set in evaluation order (cached by the runner)
     device: torch.device
@@ -194,10 +194,11 @@ class RunTrainer:
         params = dict(model.encoder.named_parameters())
         optimizer = torch.optim.Adam([{"params": [params[n] for n in trainable], "lr": s.encoder_lr},
                                       {"params": list(model.head.parameters()), "lr": s.head_lr}])
-        epoch_examples = s.epoch_size or len(d.train)
-        steps_per_epoch = math.ceil(epoch_examples / s.batch_size)
+        # Counted, not estimated from the example count: NER's long sentences add rows (windows).
+        epoch_batches = [epoch_steps(d.train_sizes.rows, epoch_order(len(d.train), e, s.seed, s.epoch_size),
+                                     s.batch_size) for e in range(s.epochs)]
         scheduler = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lr_factor(s.schedule, s.warmup_fraction, s.epochs * steps_per_epoch))
+            optimizer, lr_factor(s.schedule, s.warmup_fraction, sum(epoch_batches)))
         start, step, best, curve = 0, 0, {"epoch": None, "value": -math.inf, "file": None, "metrics": None}, []
         if os.path.exists(self.path("state.pt")):
             state = load_checkpoint(self.path("state.pt"))
@@ -218,10 +219,10 @@ class RunTrainer:
             t0 = time.perf_counter()
             order = epoch_order(len(d.train), epoch, s.seed, s.epoch_size)
             if s.bucket:
-                order = bucketed(order, d.train_lengths, s.batch_size, s.seed, epoch)
+                order = bucketed(order, d.train_sizes.lengths, s.batch_size, s.seed, epoch)
             model.train()
             loss_sum, batches, padding, positions = 0.0, 0, 0, 0
-            with log.progress(f"epoch {epoch + 1}/{s.epochs}", total=steps_per_epoch) as bar:
+            with log.progress(f"epoch {epoch + 1}/{s.epochs}", total=epoch_batches[epoch]) as bar:
                 for ob in ordered_batches(d.task, d.train, order, d.text, d.labels,
                                           s.batch_size, s.max_len):
                     loss = self.train_step(model, optimizer, ob.batch)
