@@ -45,3 +45,30 @@ def test_unknown_language_and_broken_run_dirs(run_dir, tmp_path):
     (broken / "vocab").write_text("other 1\n")
     with pytest.raises(XltError, match="does not match"):
         PretrainedRun.load(broken)
+
+
+def test_a_checkpoint_of_another_network_is_refused_in_one_line(run_dir, tmp_path):
+    """E.g. a run written before xlt's MLM head lost BERT's dense + LayerNorm transform."""
+    from conftest import assert_one_line_error, run_xlt
+
+    old = tmp_path / "old"
+    shutil.copytree(run_dir, old)
+    path = old / "checkpoints" / "best.pt"
+    state = torch.load(path, weights_only=False)
+    state["model"]["head.dense.weight"] = torch.zeros(2, 2)
+    torch.save(state, path)
+    with pytest.raises(XltError, match=r"do not fit this network \(unexpected head\.dense\.weight\)"):
+        PretrainedRun.load(old)
+    del state["model"]["head.dense.weight"], state["model"]["head.output_bias.bias"]
+    state["model"]["encoder.embedding_norm.weight"] = torch.zeros(3)
+    torch.save(state, path)
+    with pytest.raises(XltError, match=r"missing head\.output_bias\.bias\)"):
+        PretrainedRun.load(old)
+    state["model"]["head.output_bias.bias"] = torch.zeros(3)
+    torch.save(state, path)
+    with pytest.raises(XltError, match="do not fit this network.*size mismatch"):
+        PretrainedRun.load(old)
+    text = tmp_path / "in.txt"
+    text.write_text("the cat sees a dog .\n")
+    assert_one_line_error(run_xlt("extract", "--model", str(old), "--lang", "en", str(text), "-o", str(tmp_path / "x")),
+                          str(path), "do not fit this network")

@@ -19,7 +19,7 @@ import torch
 
 from xlt.model.config import EncoderConfig
 from xlt.model.heads import MaskedLM
-from xlt.pretrain.checkpoint import load_checkpoint
+from xlt.pretrain.checkpoint import load_checkpoint, load_model_weights
 from xlt.text.tokenize import Tokenizer
 from xlt.text.vocab import EOS, SPECIALS, UNK, Vocabulary
 
@@ -108,7 +108,7 @@ class PretrainedRun:
                            os.path.join(run_dir, "vocab"))
         config = EncoderConfig.from_dict(state["model_config"], ckpt_path)
         model = MaskedLM(config)
-        model.load_state_dict(state["model"])
+        load_model_weights(model, state["model"], ckpt_path)
         model.to(device).eval()
         text_settings = read_json(os.path.join(run_dir, "text.json"), "run text settings")
         return cls(run_dir, model, config, vocab, text_settings, state.get("step", 0))

@@ -26,7 +26,7 @@ from xlt.data.streams import LanguageStream, iterate_eval
 from xlt.model.config import EncoderConfig, SharingSpec
 from xlt.model.heads import MaskedLM
 from xlt.pretrain import distributed
-from xlt.pretrain.checkpoint import load_checkpoint, save_checkpoint
+from xlt.pretrain.checkpoint import load_checkpoint, load_model_weights, save_checkpoint
 from xlt.pretrain.config import MUTABLE_KEYS, PretrainConfig
 from xlt.pretrain.schedule import inverse_sqrt_schedule
 from xlt.text.vocab import Vocabulary
@@ -138,7 +138,7 @@ class Pretrainer:
         if len(state["per_rank"]) != self.d.world_size:
             raise XltError(f"checkpoint was written by {len(state['per_rank'])} processes, this run has "
                            f"{self.d.world_size}; resume with the same number", self._path("last.pt"))
-        self.model.load_state_dict(state["model"])
+        load_model_weights(self.model, state["model"], self._path("last.pt"))
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.scaler.load_state_dict(state["scaler"])
