@@ -2,9 +2,10 @@
 
 * :class:`MaskedLMHead` -- XLM's prediction layer: one projection whose weight IS the input token
   table of the batch's language (tied softmax, Press & Wolf 2017) plus an output bias. (BERT puts
-  a dense + activation + LayerNorm transform in front; XLM, which Wu et al. trained with, does not.) With separate embeddings each language's softmax is tied to its own table
-  and has its own bias. The loss gathers the predicted positions first and projects only those:
-  a [B,T,V] logits tensor is never built during training.
+  a dense + activation + LayerNorm transform in front; XLM, which Wu et al. trained with, does not.)
+  With separate embeddings each language's softmax is tied to its own table and has its own bias.
+  The loss gathers the predicted positions first and projects only those: a [B,T,V] logits tensor
+  is never built during training.
 * :class:`MaskedLM` -- encoder + MLM head; ``forward`` returns the loss the trainer minimises.
 
 Shapes: B batch rows, T positions, D = d_model, V = vocab_size, N predicted positions.
