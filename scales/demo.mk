@@ -1,5 +1,5 @@
 # SCALE=demo: real data from the recipes, tiny models, EVERY row and language pair on a 2-core CPU
-# in under an hour (23.5 min measured, docs/reproduce.md). The numbers are not the paper's (tiny
+# in under an hour (22.5 min measured, docs/reproduce.md). The numbers are not the paper's (tiny
 # models, minutes of pretraining, task subsets, one fine-tuning setting and seed): the scale checks
 # that the whole pipeline runs.
 JOBS               := 2        # make -j: independent stages side by side (your own -jN wins)

@@ -63,7 +63,8 @@ def build(results_dir: str, languages: Sequence[str], numbers: Optional[dict] = 
     table.remarks = [f"Linear CKA of mean-pooled sentences (specials excluded); n = {', '.join(map(str, n)) or '?'} "
                      "parallel sentences. Random: the non-English side through a randomly initialised encoder."]
     if left_out:
-        table.remarks.append(f"The paper's {', '.join(left_out)} column(s) are not part of this table"
+        table.remarks.append(f"The paper's {', '.join(left_out)} "
+                             f"{'column is' if len(left_out) == 1 else 'columns are'} not part of this table"
                              + (" (en-en' compares English with its back-translation, which needs a translation "
                                 "system outside this pipeline)." if "en-en'" in left_out else "."))
     mine_avg = {k: v["average"] for k, v in ours.items()}
