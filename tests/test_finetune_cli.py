@@ -134,4 +134,39 @@ def test_bad_inputs_are_one_line_errors(world, tmp_path, capsys):
     bad.write_text('{"batch_sise": [8]}')
     res = in_process(capsys, *base, "--model", world.run, *world.args("fr"), "--config", bad)
     assert_one_line_error(res, str(bad), "unknown option(s): batch_sise")
+    for text, message in [('{"batch_size": "8"}', "option batch_size: expected Optional[list[int]], got '8'"),
+                          ('{"eval": ["fr", "a", "b"]}', "option eval: expected dict[str, tuple[str, str]]"),
+                          ('{"train": 5}', "option train: expected Optional[tuple[str, str]], got 5")]:
+        bad.write_text(text)
+        res = in_process(capsys, *base, "--model", world.run, *world.args("fr"), "--config", bad)
+        assert_one_line_error(res, str(bad), message)
+    res = in_process(capsys, *base, "--model", world.run, *world.args("fr"), "--seeds", "12,12")
+    assert_one_line_error(res, "--seeds lists a value twice: [12, 12]")
     assert not (tmp_path / "out" / "results.json").exists()
+
+
+def test_task_options_are_typed(world, tmp_path, capsys):
+    from xlt.finetune.registry import get_task
+
+    assert get_task("parse", strip_subtypes="False").settings.strip_subtypes is False
+    assert get_task("parse", single_root="no", arc_dim="64").settings.single_root is False
+    assert get_task("parse", arc_dim="64").settings.arc_dim == 64
+    res = in_process(capsys, "finetune", "ner", "-o", tmp_path / "out", "--model", world.run, *SMALL,
+                     "--task-option", "dropout", "abc")
+    assert_one_line_error(res, "ner setting dropout: expected float, got 'abc'")
+
+
+def test_an_unseen_tag_in_a_target_file_fails_before_any_training(world, tmp_path, capsys):
+    files = {"train": "the\tB-PER\ncat\tO\n\n", "dev": "a\tB-PER\ndog\tO\n\n",
+             "fr-dev": "le\tO\n\n", "fr-test": "le\tO\nchat\tB-LOC\n\n"}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    layout = tmp_path / "ner" / "wikiann" / "en"  # the source test set, from --data-dir's layout
+    layout.mkdir(parents=True)
+    (layout / "test").write_text(files["dev"])
+    out = tmp_path / "out"
+    res = in_process(capsys, "finetune", "ner", "-o", out, "--model", world.run, *SMALL, "--data-dir", tmp_path,
+                     "--train", "en", tmp_path / "train", "--dev", "en", tmp_path / "dev",
+                     "--eval", "fr", tmp_path / "fr-dev", tmp_path / "fr-test")
+    assert_one_line_error(res, f"{tmp_path / 'fr-test'}:2:", "tag 'B-LOC' was not seen in training")
+    assert not (out / "runs").exists()

@@ -60,12 +60,20 @@ def broken(line_number, replacement):
     (4, "3\tcat\tcat\tNOUN\t_\t_\t3\tnsubj\t_\t_", "word id 3 out of order"),
     (4, "2x\tcat\tcat\tNOUN\t_\t_\t3\tnsubj\t_\t_", "not a valid ID"),
     (4, "2\tcat\tcat\tNOUN\t_\t_\t9\tnsubj\t_\t_", "head 9 is outside the sentence"),
+    (4, "2\tcat\tcat\tNOUN\t_\t_\t2\tnsubj\t_\t_", r"word 2's heads run in a cycle \(2 -> 2\)"),
 ])
 def test_malformed_lines_name_file_and_line(tmp_path, line, replacement, message):
     path = write(tmp_path / "bad.conllu", broken(line, replacement))
     with pytest.raises(XltError, match=message) as err:
         read_conllu(path)
     assert (err.value.path, err.value.line) == (path, line)
+
+
+def test_a_cycle_of_heads_is_named_at_its_first_word(tmp_path):
+    path = write(tmp_path / "cycle.conllu", broken(8, "5\tzebra\tzebra\tNOUN\t_\t_\t4\tobj\t_\t_"))
+    with pytest.raises(XltError, match=r"word 4's heads run in a cycle \(4 -> 5 -> 4\)") as err:
+        read_conllu(path)
+    assert (err.value.path, err.value.line) == (path, 7)
 
 
 def test_empty_split(tmp_path):

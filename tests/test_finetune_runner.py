@@ -185,6 +185,30 @@ def test_interrupted_run_resumes_and_equals_an_uninterrupted_one(world, tmp_path
     assert not list(run_b.glob("*.tmp"))
 
 
+def test_a_kill_after_the_epoch_state_is_written_loses_no_metrics_line(world, tmp_path, monkeypatch):
+    """Killed right after epoch 2's state.pt landed: the resumed log equals an uninterrupted one (the
+    line is written before the state; one written after it would be lost for good)."""
+    import xlt.finetune.trainer as trainer
+
+    finetune(config(world, tmp_path / "a", epochs=3))
+    real_save = trainer.save_checkpoint
+
+    def killed_at_epoch_2_state(path, state):
+        real_save(path, state)
+        if str(path).endswith("state.pt") and state["epoch"] == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(trainer, "save_checkpoint", killed_at_epoch_2_state)
+    with pytest.raises(KeyboardInterrupt):
+        finetune(config(world, tmp_path / "b", epochs=3))
+    monkeypatch.setattr(trainer, "save_checkpoint", real_save)
+    assert finetune(config(world, tmp_path / "b", epochs=3)).exit_code == EXIT_OK
+    (name, run_b), = run_files(tmp_path / "b").items()
+    records = strip_times(run_b / "metrics.jsonl")
+    assert [r["epoch"] for r in records] == [1, 2, 3]
+    assert records == strip_times(run_files(tmp_path / "a")[name] / "metrics.jsonl")
+
+
 def test_finished_runs_are_skipped_and_new_evaluations_need_no_training(world, tmp_path):
     out = tmp_path / "out"
     finetune(config(world, out))

@@ -172,6 +172,15 @@ def test_table1_findings_hold_fail_or_are_inconclusive():
         chance["default"][task] = {lang: 1.0 + 100.0 / 3 * (task == "xnli") for lang in LANGS}
     assert {f.verdict for f in table1.findings(chance, theirs)} == {INCONCLUSIVE}
 
+    # A row that lacks languages is judged against Default's margin over the languages it has.
+    partial = json.loads(json.dumps(theirs))
+    for task, (default_fr, others, kept) in {"xnli": (80.0, 40.0, 60.0), "ner": (60.0, 10.0, 40.0),
+                                             "parse": (60.0, 10.0, 40.0)}.items():
+        partial["default"][task] = {lang: default_fr if lang == "fr" else others for lang in LANGS}
+        partial["sep-emb+l1-6"][task] = {lang: kept if lang == "fr" else None for lang in LANGS}
+    collapse = {f.claim.split(":")[0]: f for f in table1.findings(partial, theirs)}["Sep Emb + L1-6 falls towards chance"]
+    assert collapse.verdict == FAILS and "xnli 43%, ner 33%, parse 33%" in collapse.detail
+
     gap = json.loads(json.dumps(theirs))
     gap["wiki-cc"] = {task: {lang: None for lang in LANGS} for task in METRIC}
     domain = table1.findings(gap, theirs)[-1]

@@ -59,12 +59,12 @@ def _read_config_file(path: str) -> dict[str, Any]:
     unknown = sorted(set(data) - known)
     if unknown:
         raise XltError(f"unknown option(s): {', '.join(unknown)}", path)
-    for key in ("train", "dev"):
-        if data.get(key) is not None:
-            data[key] = tuple(data[key])
-    if "eval" in data:
-        data["eval"] = {lang: tuple(paths) for lang, paths in data["eval"].items()}
-    return data
+    import typing
+
+    from xlt.utils.typed import conform
+
+    hints = typing.get_type_hints(FinetuneConfig)
+    return {key: conform(value, hints[key], f"option {key}", path=path) for key, value in data.items()}
 
 
 def _task_value(text: str) -> Any:

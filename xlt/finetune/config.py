@@ -180,6 +180,10 @@ class FinetuneConfig:
         for name in ("batch_size", "encoder_lr", "seeds"):
             if not self.resolved(name):
                 raise XltError(f"--{name.replace('_', '-')} needs at least one value")
+        for name in ("batch_size", "encoder_lr", "head_lr", "seeds"):
+            values = self.resolved(name) or []
+            if len(set(values)) != len(values):  # one run counted twice would fake a mean +- std
+                raise XltError(f"--{name.replace('_', '-')} lists a value twice: {values}")
         if any(b < 1 for b in self.resolved("batch_size")):
             raise XltError(f"batch sizes must be positive, got {self.resolved('batch_size')}")
         if any(lr <= 0 for lr in self.resolved("encoder_lr") + (self.resolved("head_lr") or [])):

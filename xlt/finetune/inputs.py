@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import dataclasses
+import typing
 import weakref
 from typing import Any, Callable, Optional, Sequence, TypeVar
 
@@ -21,6 +22,7 @@ from torch import Tensor
 from xlt.pretrain.pretrained import TextPipeline
 from xlt.text.vocab import PAD, SPECIALS
 from xlt.utils.errors import XltError
+from xlt.utils.typed import conform
 
 PAD_ID = SPECIALS.index(PAD)
 IGNORE = -100          # target id that cross-entropy skips (torch's default ignore_index)
@@ -75,9 +77,13 @@ S = TypeVar("S")
 
 
 def settings_from(cls: type[S], values: dict[str, Any], task: str) -> S:
-    """``cls(**values)`` for a task's settings dataclass; an unknown name is an XltError, not a silent key."""
+    """``cls(**values)`` for a task's settings dataclass: an unknown name or a value of the wrong type
+    (``strip_subtypes False`` from a command line is the boolean, ``dropout abc`` an error) is an
+    XltError, never a silent key or a truthy string."""
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(values) - known)
     if unknown:
         raise XltError(f"unknown {task} setting(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-    return cls(**values)
+    hints = typing.get_type_hints(cls)
+    return cls(**{name: conform(value, hints[name], f"{task} setting {name}", from_text=True)
+                  for name, value in values.items()})

@@ -251,8 +251,7 @@ class NERTask(Task):
         types = sorted({tag_type(t) for s in train_examples for t in s.tags} - {None})
         return ["O"] + [f"{prefix}-{kind}" for kind in types for prefix in "BI"]
 
-    @staticmethod
-    def _check_labels(examples: Sequence[TaggedSentence], labels: list[str]) -> None:
+    def check(self, examples: Sequence[TaggedSentence], labels: list[str]) -> None:
         known = set(labels)
         for sentence in examples:
             for i, tag in enumerate(sentence.tags):
@@ -270,7 +269,7 @@ class NERTask(Task):
         fields: ``word_positions`` [B,W] (row position of each owned word's first subword, 0 at pads),
         ``word_index`` [B,W] (its index in the sentence, -1 at pads), ``tags`` [B,W] (label ids, -100 at pads).
         """
-        self._check_labels(examples, labels)
+        self.check(examples, labels)
         tag_id = {t: i for i, t in enumerate(labels)}
         budget = max_len - 2
         rows: list[tuple[int, list[int], list[int], list[int], list[int]]] = []
@@ -313,6 +312,6 @@ class NERTask(Task):
 
     def evaluate(self, examples: Sequence[TaggedSentence], predictions: dict[int, list[list[tuple[int, str]]]],
                  labels: list[str]) -> dict[str, float]:
-        self._check_labels(examples, labels)
+        self.check(examples, labels)
         predicted = [self.predicted_tags(e, predictions[i]) for i, e in enumerate(examples)]
         return span_f1([e.tags for e in examples], predicted, self.settings.f1_mode)

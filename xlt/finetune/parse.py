@@ -72,9 +72,21 @@ def read_conllu(path: str) -> list[Tree]:
         if not words:
             return
         n = len(words)
+        heads = [head for _, _, head in words]
         for lineno, _, head in words:
             if not 0 <= head <= n:
                 raise XltError(f"head {head} is outside the sentence (0..{n})", path, lineno)
+        for word in range(1, n + 1):
+            seen, node = {word}, heads[word - 1]
+            while node != 0:  # a gold tree: every word's chain of heads reaches the root
+                if node in seen:
+                    cycle = [node]
+                    while heads[cycle[-1] - 1] != node:
+                        cycle.append(heads[cycle[-1] - 1])
+                    raise XltError(f"word {node}'s heads run in a cycle ({' -> '.join(map(str, cycle + [node]))}) "
+                                   "instead of reaching the root", path, words[node - 1][0])
+                seen.add(node)
+                node = heads[node - 1]
         trees.append(Tree([c[1] for _, c, _ in words], [c[3] for _, c, _ in words], [h for _, _, h in words],
                           [c[7] for _, c, _ in words], path, words[0][0]))
         words.clear()

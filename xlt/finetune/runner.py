@@ -119,6 +119,8 @@ class Experiment:
         self.targets = [t for t in self.targets if t != self.source]
         self.splits = self._read_splits()
         self.labels = self.task.labels(self.splits["train", self.source].examples)
+        for split in self.splits.values():  # a bad evaluation file fails now, not after every run has trained
+            self.task.check(split.examples, self.labels)
         self.max_len = cfg.resolved("max_len")
         if self.max_len > self.pretrained.config.max_positions:
             raise XltError(f"--max-len {self.max_len} is more than the model's {self.pretrained.config.max_positions} "

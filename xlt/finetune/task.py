@@ -81,6 +81,10 @@ class Task(ABC):
     def labels(self, train_examples: Sequence[Any]) -> list[str]:
         """The label inventory, from the training split only (unknown labels elsewhere are errors)."""
 
+    def check(self, examples: Sequence[Any], labels: list[str]) -> None:
+        """Raise XltError(path, line) if a split holds what a head trained on ``labels`` cannot be scored
+        on (NER: a tag unseen in training). The runner checks every split before any training."""
+
     @abstractmethod
     def make_head(self, d_model: int, labels: list[str]) -> TaskHead:
         """A freshly initialised head (seeded by the caller)."""

@@ -244,11 +244,13 @@ class RunTrainer:
                       "lr": [g["lr"] for g in optimizer.param_groups],
                       "padding_fraction": padding / max(1, positions),
                       "examples_per_s": len(order) / train_seconds, "seconds": seconds}
+            # The epoch's line first: a kill before state.pt lands resumes the epoch, and resuming drops
+            # lines past the saved step; the other order would lose the line for good.
+            self.metrics.append(record)
             save_checkpoint(self.path("state.pt"), {
                 "epoch": epoch + 1, "step": step, "weights": self.weights(model, trainable),
                 "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng_state(),
                 "best": best, "dev_curve": curve})
-            self.metrics.append(record)
             self.remove_best_except(best["file"])
             if on_epoch_end is not None:
                 on_epoch_end(record)
