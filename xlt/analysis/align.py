@@ -121,6 +121,9 @@ def word_translation(source: np.ndarray, target: np.ndarray, train: np.ndarray, 
     whole target space (NN and CSLS, whose r_S uses the whole mapped source space); MRR (Liu et al.)
     ranks the test dictionary's target words by cosine.
     """
+    if len(target) < max(KS):
+        raise XltError(f"the target space has only {len(target)} words: P@{max(KS)} needs at least {max(KS)} "
+                       "candidates (more text, a larger --max-words or a larger vocabulary)")
     mapped, target_n, _ = align_spaces(source, target, train, settings.iternorm_rounds)
     queries = np.unique(test[:, 0])
     gold = [set(test[test[:, 0] == q, 1].tolist()) for q in queries]
@@ -191,6 +194,8 @@ def align_word(model: str, source_lang: str, target_lang: str, train_dictionary:
 
 def read_sentences(path: str, n: int) -> list[str]:
     """The first ``n`` non-empty lines of a corpus."""
+    if n < 1:
+        raise XltError(f"--n-sentences must be at least 1, got {n}")
     lines = []
     for line in read_lines(path):
         if line.strip():

@@ -192,6 +192,11 @@ class CompareSettings:
     batch_size: int = 32
     device: str = "cpu"
 
+    def __post_init__(self) -> None:
+        # A negative count would slice off the last rows instead of keeping the first ones.
+        if self.n_sentences is not None and self.n_sentences < 1:
+            raise XltError(f"--n-sentences must be at least 1, got {self.n_sentences}")
+
 
 def _length(side: Side) -> int:
     """Sentences of a side: lines of its text, or rows of its extraction."""

@@ -118,7 +118,9 @@ def precision_at_k(predicted: np.ndarray, gold: Sequence[set[int] | frozenset[in
         raise XltError("no query to evaluate")
     hits = np.array([[p in g for p in row] for row, g in zip(np.asarray(predicted).tolist(), gold)], dtype=bool)
     if hits.shape[1] < max(ks):
-        raise ValueError(f"need {max(ks)} predictions per query, got {hits.shape[1]}")
+        # Retrieval returns min(k, candidates) ids; P@k over fewer than k candidates would count
+        # every query whose gold is anywhere in the space, so it is refused rather than reported.
+        raise XltError(f"P@{max(ks)} needs at least {max(ks)} candidates to rank, there are only {hits.shape[1]}")
     return {f"p@{k}": float(hits[:, :k].any(axis=1).mean()) for k in ks}
 
 

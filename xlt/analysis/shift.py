@@ -105,6 +105,8 @@ def compute_means(run_dir: str, lang: str, text: str, output: str, n_sentences: 
     from xlt.utils.textio import file_sha256
     from xlt.utils.textio import read_lines
 
+    if n_sentences < 1:
+        raise XltError(f"--n-sentences must be at least 1, got {n_sentences}")
     lines = list(islice(read_lines(require_file(text, "text file")), n_sentences))
     run = PretrainedRun.load(run_dir, checkpoint, device)
     run.text(lang)
@@ -277,6 +279,11 @@ class TranslateSettings:
     batch_size: int = 32
     device: str = "cpu"
     samples: int = 3
+
+    def __post_init__(self) -> None:
+        # A negative count would slice off the last sentences instead of keeping the first ones.
+        if self.n_sentences is not None and self.n_sentences < 1:
+            raise XltError(f"--n-sentences must be at least 1, got {self.n_sentences}")
 
 
 def translate(run_dir: str, shift_path: str, input_path: str, reference_path: str, settings: TranslateSettings,

@@ -131,9 +131,9 @@ def word(model, source_lang, target_lang, target_model, train_dict, test_dict, s
 @_common
 @click.option("--source-corpus", required=True, type=click.Path(), help="Monolingual source text, one sentence a line.")
 @click.option("--target-corpus", required=True, type=click.Path(), help="Monolingual target text.")
-@click.option("--n-sentences", type=int, default=10000, show_default=True,
+@click.option("--n-sentences", type=click.IntRange(min=1), default=10000, show_default=True,
               help="Sentences read from each corpus (the paper: 500k).")
-@click.option("--max-words", type=int, default=50000, show_default=True,
+@click.option("--max-words", type=click.IntRange(min=1), default=50000, show_default=True,
               help="The most frequent words of each corpus that get a vector (memory: layers x words x d_model x 8 B).")
 @click.option("--pooling", type=click.Choice(["first", "mean"]), default="mean", show_default=True,
               help="A word occurrence is its first subword or the mean of its subwords (the paper: mean).")

@@ -86,7 +86,8 @@ def cka() -> None:
 @click.option("--layers", default=None, help="Comma-separated layers, 0 = embeddings [default: all].")
 @click.option("--matrix", is_flag=True, help="Also every layer of A against every layer of B.")
 @click.option("--debiased", is_flag=True, help="Unbiased HSIC estimator (Song et al. 2012) instead of the plain one.")
-@click.option("--n-sentences", type=int, default=None, help="Use the first N sentences only [default: all].")
+@click.option("--n-sentences", type=click.IntRange(min=1), default=None,
+              help="Use the first N sentences only [default: all].")
 @click.option("--include-specials", is_flag=True, help="Average over the two </s> of each sentence too.")
 @click.option("--retrieval", type=click.Path(), default=None,
               help='Sentence-retrieval result {"layers": [...], "p_at_1": [...]}: report the Pearson r.')
@@ -169,7 +170,7 @@ def shift_decode() -> None:
 @shift_decode.command()
 @click.option("--model", "run_dir", required=True, type=click.Path(file_okay=False), help=RUN_HELP)
 @click.option("--lang", required=True, help="Language of the text.")
-@click.option("--n-sentences", type=int, default=10000, show_default=True,
+@click.option("--n-sentences", type=click.IntRange(min=1), default=10000, show_default=True,
               help="Average over the first N sentences (a fixed sample, so means are comparable).")
 @click.option("--include-specials", is_flag=True, help="Average over the </s> around each sentence too.")
 @click.option("--checkpoint", type=click.Choice(["best", "last"]), default="best", show_default=True)
@@ -212,7 +213,7 @@ def shift(src_means: str, tgt_means: str, output: str) -> None:
 @click.option("--reference", required=True, type=click.Path(), help="Reference translations, line-parallel.")
 @click.option("--layers", default=None, help="Layers to shift after (0 = embeddings) [default: 1..n_layers].")
 @click.option("--alphas", default="1,2,3", show_default=True, help="Comma-separated shift weights.")
-@click.option("--n-sentences", type=int, default=None, help="Use the first N sentences only.")
+@click.option("--n-sentences", type=click.IntRange(min=1), default=None, help="Use the first N sentences only.")
 @click.option("--token-set", "token_sets", type=(str, click.Path()), multiple=True, metavar="LANG BPE_TEXT",
               help="Token set of a language from its BPE'd text [default: the vocabulary's ownership].")
 @click.option("--decode-lang", default=None, help="Language whose MLM head decodes [default: the source].")

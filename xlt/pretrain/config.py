@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Optional
 
+from xlt.utils.errors import XltError
+
 
 def _help(text: str, metavar: Optional[str] = None, **kwargs):
     return field(metadata={"help": text, "metavar": metavar}, **kwargs)
@@ -58,11 +60,33 @@ class PretrainConfig:
                            default="en")
     log_every: int = _help("steps between metric lines", default=10)
 
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Settings the loop cannot run with -> XltError naming the option, before anything is written
+        (a zero interval is a division by zero at the first step, a zero lr one in the schedule)."""
+        for name in ("max_steps", "eval_every", "save_every", "log_every"):
+            _require(getattr(self, name) >= 1, name, "at least 1", getattr(self, name))
+        _require(self.eval_batches is None or self.eval_batches >= 1, "eval_batches", "at least 1 when given",
+                 self.eval_batches)  # 0 batches: a dev perplexity of nan
+        _require(self.lr > 0, "lr", "positive", self.lr)
+        _require(self.warmup_steps >= 0, "warmup_steps", "0 or more", self.warmup_steps)
+        _require(0 < self.warmup_init_lr <= self.lr, "warmup_init_lr", f"positive and at most --lr ({self.lr:g})",
+                 self.warmup_init_lr)
+        _require(self.weight_decay >= 0, "weight_decay", "0 or more", self.weight_decay)
+        _require(self.clip_norm >= 0, "clip_norm", "0 (off) or more", self.clip_norm)
+
     def to_dict(self) -> dict:
         d = asdict(self)
         d["separate_layers"] = list(self.separate_layers) if self.separate_layers else None
         d["adam_betas"] = list(self.adam_betas)
         return d
+
+
+def _require(ok: bool, name: str, what: str, value) -> None:
+    if not ok:
+        raise XltError(f"--{name.replace('_', '-')} must be {what}, got {value:g}")
 
 
 # Keys that may change when the same run directory is started again (to train for longer).

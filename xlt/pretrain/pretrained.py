@@ -19,7 +19,7 @@ import torch
 
 from xlt.model.config import EncoderConfig
 from xlt.model.heads import MaskedLM
-from xlt.pretrain.checkpoint import load_checkpoint, load_model_weights
+from xlt.pretrain.checkpoint import load_checkpoint, load_model_weights, require_keys
 from xlt.text.tokenize import Tokenizer
 from xlt.text.vocab import EOS, SPECIALS, UNK, Vocabulary
 
@@ -103,6 +103,7 @@ class PretrainedRun:
             raise XltError(f"no {checkpoint} checkpoint in this run directory", ckpt_path)
         vocab = Vocabulary.load(os.path.join(run_dir, "vocab"))
         state = load_checkpoint(ckpt_path)
+        require_keys(state, {"model": dict, "model_config": dict, "vocab_sha256": str}, ckpt_path)
         if state.get("vocab_sha256") != vocab.sha256:
             raise XltError("the run's vocabulary does not match the vocabulary its model was trained with",
                            os.path.join(run_dir, "vocab"))

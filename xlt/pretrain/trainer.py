@@ -34,7 +34,7 @@ from xlt.utils import log
 from xlt.utils.errors import XltError
 from xlt.utils.rundir import MetricsLog, check_same_config, exclusive_lock, write_run_description
 from xlt.utils.seed import rng_state, seed_everything, set_rng_state
-from xlt.utils.textio import write_json
+from xlt.utils.textio import atomic_path, file_sha256, write_json
 
 EVAL_MASK_SEED = 12345  # dev perplexity always uses the same masks, whatever the training seed
 
@@ -43,6 +43,7 @@ class Pretrainer:
     """Builds everything a run needs from a :class:`PretrainConfig` and trains it."""
 
     def __init__(self, cfg: PretrainConfig, run_dir: str, d: Optional[distributed.Dist] = None):
+        cfg.validate()  # again: a library caller may have changed a field since it was built
         self.cfg, self.run_dir = cfg, os.fspath(run_dir)
         self.d = d or distributed.Dist()
         self.languages = list(cfg.train)
@@ -176,7 +177,7 @@ class Pretrainer:
         copies += [(path, f"codes.{lang}") for lang, path in self.cfg.codes.items()]
         for src, dst in copies:
             if os.path.exists(src):
-                shutil.copyfile(src, os.path.join(self.run_dir, dst))
+                _copy_if_changed(src, os.path.join(self.run_dir, dst))
             elif not src.endswith(".langs.json"):
                 raise XltError("no such file", src)
         write_json(os.path.join(self.run_dir, "text.json"), {
@@ -295,6 +296,15 @@ class Pretrainer:
         """What downstream stages load: weights and the configs that built them (no optimizer)."""
         return {"step": self.step, "model": self.model.state_dict(), "model_config": self.model_config.to_dict(),
                 "config": self.cfg.to_dict(), "vocab_sha256": self.vocab.sha256, "best": dict(self.best)}
+
+
+def _copy_if_changed(src: str, dst: str) -> None:
+    """Copy through a temporary name, so a reader of the run (or a kill) never sees a half-written
+    vocabulary; a resume leaves an identical copy alone."""
+    if os.path.exists(dst) and file_sha256(dst) == file_sha256(src):
+        return
+    with atomic_path(dst) as tmp:
+        shutil.copyfile(src, tmp)
 
 
 def pretrain(cfg: PretrainConfig, run_dir: str) -> dict[str, Any]:

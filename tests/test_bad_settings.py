@@ -1,0 +1,200 @@
+"""Bad files and bad settings are one error line before any work: unreadable checkpoints, pretraining
+settings the loop cannot run with, too small retrieval spaces, sentence counts below one; and the
+run directory's copies of the vocabulary and codes are replaced atomically, or not at all on resume."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+import synthetic
+import torch
+from conftest import assert_one_line_error, run_xlt
+from pretrain_fixtures import build_inputs, tiny_args
+
+from xlt.analysis.align import AlignSettings, word_translation
+from xlt.analysis.cka import CompareSettings
+from xlt.analysis.shift import TranslateSettings, compute_means
+from xlt.pretrain.checkpoint import load_checkpoint
+from xlt.pretrain.config import PretrainConfig
+from xlt.pretrain.pretrained import PretrainedRun
+from xlt.utils.errors import XltError
+
+LFS_POINTER = ("version https://git-lfs.github.com/spec/v1\n"
+               "oid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 426381\n")
+
+
+# ---- 1. checkpoints that are not xlt's -----------------------------------------------------------
+
+def _not_a_checkpoint(kind: str, path) -> None:
+    if kind == "lfs-pointer":
+        path.write_text(LFS_POINTER, encoding="utf-8")
+    elif kind == "text":
+        path.write_text("hello world\n", encoding="utf-8")
+    elif kind == "random-bytes":
+        path.write_bytes(np.random.default_rng(0).integers(0, 256, 4096, dtype=np.uint8).tobytes())
+    elif kind == "torch-list":
+        torch.save([1, 2, 3], path)
+    elif kind == "dict-without-model":
+        torch.save({"step": 3}, path)
+    elif kind == "model-not-a-dict":
+        torch.save({"model": [0], "model_config": {}, "vocab_sha256": "0" * 64}, path)
+
+
+@pytest.fixture
+def run_copy(tiny_run, tmp_path):
+    """A private copy of the shared tiny run, so a test may damage its checkpoint."""
+    return shutil.copytree(tiny_run, tmp_path / "run")
+
+
+@pytest.mark.parametrize("kind", ["lfs-pointer", "text", "random-bytes", "torch-list"])
+def test_load_checkpoint_refuses_what_is_not_a_checkpoint_dict(kind, tmp_path):
+    path = tmp_path / "best.pt"
+    _not_a_checkpoint(kind, path)
+    with pytest.raises(XltError, match="cannot read checkpoint") as err:
+        load_checkpoint(path)
+    assert err.value.path == str(path)
+
+
+@pytest.mark.parametrize("kind", ["dict-without-model", "model-not-a-dict", "torch-list"])
+def test_pretrained_run_needs_the_keys_it_reads(kind, run_copy):
+    _not_a_checkpoint(kind, run_copy / "checkpoints" / "best.pt")
+    with pytest.raises(XltError, match="cannot read checkpoint"):
+        PretrainedRun.load(run_copy)
+
+
+@pytest.mark.parametrize("kind,says", [("lfs-pointer", "git lfs pull"), ("random-bytes", "cannot read checkpoint"),
+                                       ("torch-list", "holds a list")])
+def test_cli_names_the_unreadable_checkpoint(kind, says, run_copy, tmp_path):
+    ckpt = run_copy / "checkpoints" / "best.pt"
+    _not_a_checkpoint(kind, ckpt)
+    text = tmp_path / "en.txt"
+    text.write_text("the cat sees a dog .\n", encoding="utf-8")
+    out = tmp_path / "means.npz"
+    res = run_xlt("shift-decode", "means", "--model", run_copy, "--lang", "en", text, "-o", out)
+    assert_one_line_error(res, str(ckpt), "cannot read checkpoint", says)
+    assert not out.exists()
+
+
+# ---- 2. pretraining settings -------------------------------------------------------------------
+
+BAD_PRETRAIN = [("eval-every", "0"), ("log-every", "0"), ("save-every", "0"), ("max-steps", "0"), ("lr", "0"),
+                ("lr", "-1e-4"), ("warmup-steps", "-5"), ("warmup-init-lr", "0"), ("warmup-init-lr", "1e-2"),
+                ("eval-batches", "0"), ("weight-decay", "-1"), ("clip-norm", "-1")]
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    return build_inputs(tmp_path_factory.mktemp("bad-settings-inputs"), n_train=60, n_dev=10)
+
+
+@pytest.mark.parametrize("option,value", BAD_PRETRAIN)
+def test_pretrain_refuses_settings_it_cannot_run_before_writing(option, value, inputs, tmp_path):
+    run_dir = tmp_path / "run"
+    # The bad value comes last, so it overrides the tiny settings.
+    res = run_xlt("pretrain", "--run-dir", run_dir, *inputs["args"], *tiny_args(2), f"--{option}", value)
+    assert_one_line_error(res, f"--{option} must be")
+    assert not run_dir.exists()
+
+
+def test_pretrain_config_accepts_the_edges_and_validate_catches_later_changes():
+    cfg = PretrainConfig(vocab="v", train={"en": "t"}, dev={"en": "d"}, max_steps=1, eval_every=1, save_every=1,
+                         log_every=1, warmup_steps=0, lr=1e-3, warmup_init_lr=1e-3)
+    cfg.eval_every = 0  # a library caller changing a field after building is caught by validate()
+    with pytest.raises(XltError, match="--eval-every must be at least 1"):
+        cfg.validate()
+
+
+# ---- 3. word translation with fewer target words than P@10 ranks ----------------------------------
+
+def test_word_translation_needs_ten_target_words():
+    rng = np.random.default_rng(0)
+    source, target = rng.normal(size=(8, 4)), rng.normal(size=(8, 4))
+    pairs = np.array([[i, i] for i in range(8)])
+    with pytest.raises(XltError, match="the target space has only 8 words: P@10 needs at least 10"):
+        word_translation(source, target, pairs[:5], pairs[5:], AlignSettings())
+
+
+def test_cli_align_contextual_word_with_a_tiny_target_space(tiny_run, tmp_path):
+    en, fr = synthetic.corpus(3, seed=3)
+    (tmp_path / "en.txt").write_text("\n".join(en) + "\n", encoding="utf-8")
+    (tmp_path / "fr.txt").write_text("\n".join(fr) + "\n", encoding="utf-8")
+    dictionary = synthetic.write_dictionary(tmp_path / "dict.txt")
+    out = tmp_path / "cword.json"
+    res = run_xlt("align", "contextual-word", "--model", tiny_run, "--source-lang", "en", "--target-lang", "fr",
+                  "--source-corpus", tmp_path / "en.txt", "--target-corpus", tmp_path / "fr.txt", "--max-words", "6",
+                  "--layers", "0", "--train-dict", dictionary, "--test-dict", dictionary, "-o", out)
+    assert_one_line_error(res, "the target space has only 6 words", "P@10")
+    assert not out.exists()
+
+
+# ---- 4. sentence counts below one ------------------------------------------------------------------
+
+def _assert_click_rejects(res, option: str) -> None:
+    assert res.returncode == 2, res.stderr
+    assert "Traceback" not in res.stderr
+    assert f"Invalid value for '{option}'" in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("n", ["0", "-3"])
+def test_cli_cka_compare_rejects_n_sentences_below_one(n, tiny_run, tmp_path):
+    text = tmp_path / "en.txt"
+    text.write_text("the cat sees a dog .\n" * 5, encoding="utf-8")
+    res = run_xlt("cka", "compare", "--model-a", tiny_run, "--lang-a", "en", "--text-a", text, "--lang-b", "en",
+                  "--text-b", text, "--n-sentences", n, "-o", tmp_path / "col")
+    _assert_click_rejects(res, "--n-sentences")
+    assert not (tmp_path / "col.json").exists()
+
+
+@pytest.mark.parametrize("n", ["0", "-3"])
+def test_cli_shift_decode_means_rejects_n_sentences_below_one(n, tiny_run, tmp_path):
+    text = tmp_path / "en.txt"
+    text.write_text("the cat sees a dog .\n" * 5, encoding="utf-8")
+    res = run_xlt("shift-decode", "means", "--model", tiny_run, "--lang", "en", "--n-sentences", n, text,
+                  "-o", tmp_path / "means.npz")
+    _assert_click_rejects(res, "--n-sentences")
+    assert not (tmp_path / "means.npz").exists()
+
+
+def test_cli_align_contextual_word_rejects_n_sentences_below_one(tiny_run, tmp_path):
+    res = run_xlt("align", "contextual-word", "--model", tiny_run, "--source-lang", "en", "--target-lang", "fr",
+                  "--source-corpus", tmp_path / "en.txt", "--target-corpus", tmp_path / "fr.txt",
+                  "--n-sentences", "-1", "--train-dict", tmp_path / "d", "--test-dict", tmp_path / "d")
+    _assert_click_rejects(res, "--n-sentences")
+
+
+@pytest.mark.parametrize("n", [0, -3])
+def test_library_settings_reject_n_sentences_below_one(n, tiny_run, tmp_path):
+    with pytest.raises(XltError, match="--n-sentences must be at least 1"):
+        CompareSettings(n_sentences=n)
+    with pytest.raises(XltError, match="--n-sentences must be at least 1"):
+        TranslateSettings(n_sentences=n)
+    text = tmp_path / "en.txt"
+    text.write_text("the cat sees a dog .\n", encoding="utf-8")
+    with pytest.raises(XltError, match="--n-sentences must be at least 1"):
+        compute_means(str(tiny_run), "en", str(text), str(tmp_path / "means.npz"), n_sentences=n)
+    assert not (tmp_path / "means.npz").exists()
+
+
+# ---- 5. the run directory's copies of the vocabulary and codes ---------------------------------------
+
+def test_resume_keeps_identical_copies_and_replaces_changed_ones_atomically(inputs, tmp_path):
+    codes = tmp_path / "codes.en"
+    codes.write_text("t h 10\n", encoding="utf-8")
+    run = tmp_path / "run"
+    common = ["pretrain", "--run-dir", run, *inputs["args"], "--codes", "en", codes]
+    run_xlt(*common, *tiny_args(1), check=True)
+    vocab_before = os.stat(run / "vocab")
+    # A reader holding the old codes (a hard link stands for an open file) must keep the old bytes.
+    os.link(run / "codes.en", tmp_path / "reader-view")
+    codes.write_text("t h 10\nth e 9\n", encoding="utf-8")
+
+    run_xlt(*common, *tiny_args(2), check=True)  # resume, to train for longer
+
+    vocab_after = os.stat(run / "vocab")
+    assert (vocab_after.st_ino, vocab_after.st_mtime_ns) == (vocab_before.st_ino, vocab_before.st_mtime_ns)
+    assert (run / "codes.en").read_text(encoding="utf-8") == "t h 10\nth e 9\n"
+    assert (tmp_path / "reader-view").read_text(encoding="utf-8") == "t h 10\n"
+    assert not [name for name in os.listdir(run) if name.endswith(".tmp")]
