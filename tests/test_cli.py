@@ -1,6 +1,6 @@
 """The CLI skeleton: version, help with examples on every subcommand, the one error path."""
 
-from conftest import run_xlt
+from conftest import assert_one_line_error, run_xlt
 
 from xlt.cli import cli
 
@@ -19,6 +19,9 @@ def test_every_subcommand_has_help_with_an_example():
         assert "xample" in res.stdout, f"xlt {name} --help shows no example"
 
 
-def test_unknown_subcommand_is_a_usage_error():
-    res = run_xlt("no-such-command")
-    assert res.returncode == 2 and "Traceback" not in res.stderr
+def test_usage_errors_are_one_line_naming_the_command():
+    assert_one_line_error(run_xlt("no-such-command"), "xlt: error: No such command 'no-such-command'")
+    assert_one_line_error(run_xlt("pretrain", "--bogus"), "xlt pretrain: error: No such option '--bogus'",
+                          "(see xlt pretrain --help)")
+    assert_one_line_error(run_xlt("cka", "compare", "--n-sentences", "zero"),
+                          "xlt cka compare: error: Invalid value for '--n-sentences'")

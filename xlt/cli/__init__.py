@@ -122,7 +122,11 @@ def main(argv: Optional[list[str]] = None) -> None:
         click.echo(f"{_state['command']}: interrupted", err=True)
         sys.exit(130)
     except click.ClickException as e:
-        e.show()
+        # One line like every other bad input (click's own report spends three on usage and a hint).
+        ctx = getattr(e, "ctx", None)
+        command = ctx.command_path if ctx is not None else _state["command"]
+        hint = f" (see {command} --help)" if isinstance(e, click.UsageError) else ""
+        click.echo(f"{command}: error: {e.format_message()}{hint}", err=True)
         sys.exit(e.exit_code)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
