@@ -100,7 +100,7 @@ LIU_TRANSLATIONS := $(foreach l,$(LANGS),$(W)/liu/en-$(l)/en-$(l).translate.json
 $(W)/liu/table2.json: $(LIU_TRANSLATIONS) $$(call setting,langs,$(LANGS))
 	$(XLT) shift-decode table $(filter %.json,$^) --layer $(LIU_BLEU_LAYER) --alpha 3 --cr-layer $(LIU_CR_LAYER) -o $(basename $@)
 $(W)/report/liu-table2.md: $(W)/liu/table2.json
-	$(XLT) report liu-table2 --results-dir $(W)/liu -o $(W)/report > /dev/null
+	$(XLT) report liu-table2 --results-dir $(W)/liu --langs $(call comma_list,$(LANGS)) -o $(W)/report > /dev/null
 reproduce-liu-table2: $(W)/report/liu-table2.md
 	@cat $<
 
@@ -114,6 +114,6 @@ $(W)/liu/en-%/xnli-mds/results.json: $(W)/models/default/en-%/finished $(W)/liu/
 	  --shift $(W)/liu/en-$*/$*-en.shift.npz --shift-layer $(LIU_LAYER) --shift-alpha $(LIU_ALPHAS) $(XNLI_ARGS)
 LIU_TABLE4 := $(foreach l,$(LANGS),$(W)/liu/en-$(l)/xnli-mds/results.json $(W)/table1/default/en-$(l)/xnli/results.json)
 $(W)/report/liu-table4.md: $(LIU_TABLE4) $$(call setting,langs,$(LANGS))
-	$(XLT) report liu-table4 --results-dir $(W)/liu --table1-dir $(W)/table1 -o $(W)/report > /dev/null
+	$(XLT) report liu-table4 --results-dir $(W)/liu --table1-dir $(W)/table1 --langs $(call comma_list,$(LANGS)) -o $(W)/report > /dev/null
 reproduce-liu-table4: $(W)/report/liu-table4.md
 	@cat $<

@@ -48,8 +48,10 @@ def test_every_scale_plans_the_whole_reproduction(tmp_path, scale):
     assert not any("wiki-cc/en-ru" in line for line in pretrain)
     # 10 rows x 3 tasks x 3 pairs less the 3 Wiki-CC en-ru cells, plus Liu et al.'s XNLI with shift per pair.
     assert len(xlt_commands(lines, "finetune")) == 10 * 3 * 3 - 3 + 3
-    reports = {line.split("report ")[1].split()[0] for line in xlt_commands(lines, "report")}
-    assert reports == {"table1", "figure7", "alignment", "liu-table2", "liu-table4"}
+    reports = {line.split("report ")[1].split()[0]: line for line in xlt_commands(lines, "report")}
+    assert set(reports) == {"table1", "figure7", "alignment", "liu-table2", "liu-table4"}
+    for name, line in reports.items():  # each table shows the languages the run made
+        assert ("--langs fr,de,ru,zh" if name in ("figure7", "alignment") else "--langs fr,ru,zh") in line, line
     if scale == "paper":
         assert all("torchrun" in line for line in pretrain)
 

@@ -67,7 +67,7 @@ def table1(results_dir: str, langs: str, paper_numbers, output_dir: str) -> None
 
 @report.command("figure7", short_help="Wu et al. 2020 Figure 7 (CKA per layer).")
 @click.option("--results-dir", required=True, type=click.Path(), help="Directory of `xlt cka compare` outputs (*.json).")
-@click.option("--langs", default="fr,ru,zh", show_default=True, help=LANGS_HELP)
+@click.option("--langs", default="fr,de,ru,zh", show_default=True, help=LANGS_HELP)
 @_common
 def figure7(results_dir: str, langs: str, paper_numbers, output_dir: str) -> None:
     """Wu et al. Figure 7: CKA per layer (Bilingual, Monolingual, Random) per language pair, plus a PNG.
@@ -85,7 +85,7 @@ def figure7(results_dir: str, langs: str, paper_numbers, output_dir: str) -> Non
 @report.command("alignment", short_help="Wu et al. 2020 §5.1 (Procrustes alignment per layer).")
 @click.option("--results-dir", required=True, type=click.Path(),
               help="Directory of `xlt align` outputs: en-<lang>.{word,contextual-word,sentence}.json.")
-@click.option("--langs", default="fr,ru,zh", show_default=True, help=LANGS_HELP)
+@click.option("--langs", default="fr,de,ru,zh", show_default=True, help=LANGS_HELP)
 @_common
 def alignment(results_dir: str, langs: str, paper_numbers, output_dir: str) -> None:
     """Wu et al. §5.1: word, contextual-word and sentence Procrustes alignment per layer, plus a PNG.
