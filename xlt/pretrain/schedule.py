@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import torch
 
-from xlt.utils.errors import XltError
-
 
 def inverse_sqrt_schedule(optimizer: torch.optim.Optimizer, lr: float, warmup_steps: int,
                           warmup_init_lr: float = 1e-7) -> torch.optim.lr_scheduler.LambdaLR:
@@ -14,10 +12,6 @@ def inverse_sqrt_schedule(optimizer: torch.optim.Optimizer, lr: float, warmup_st
     A LambdaLR multiplies the optimizer's base ``lr``, so the factor is expressed relative to it;
     its state (the step count) goes into checkpoints like any scheduler's.
     """
-    if not (lr > 0 and warmup_steps >= 0 and 0 < warmup_init_lr <= lr):
-        # The factor divides by lr; a negative warm-up would silently skip to the decay.
-        raise XltError(f"inverse square root schedule needs lr > 0, warmup_steps >= 0 and 0 < warmup_init_lr <= lr "
-                       f"(got lr={lr:g}, warmup_steps={warmup_steps}, warmup_init_lr={warmup_init_lr:g})")
 
     def factor(step: int) -> float:
         if warmup_steps > 0 and step < warmup_steps:

@@ -43,7 +43,8 @@ class Pretrainer:
     """Builds everything a run needs from a :class:`PretrainConfig` and trains it."""
 
     def __init__(self, cfg: PretrainConfig, run_dir: str, d: Optional[distributed.Dist] = None):
-        cfg.validate()  # again: a library caller may have changed a field since it was built
+        cfg.validate()  # again: a library caller may have changed a field since it was built (the
+        # schedule and the loop rely on this one check)
         self.cfg, self.run_dir = cfg, os.fspath(run_dir)
         self.d = d or distributed.Dist()
         self.languages = list(cfg.train)
