@@ -5,22 +5,27 @@ rank 0, so the test can compare W processes against one process on the combined 
 Usage: ddp_worker.py OUT.pt [--shard]   (with --shard, rank r takes rows r::W)
 """
 
-import os
 import sys
 
 import torch
-import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from xlt.model.config import EncoderConfig, SharingSpec
 from xlt.model.heads import MaskedLM
+from xlt.pretrain import distributed
 
 
 def main() -> None:
     out, shard = sys.argv[1], "--shard" in sys.argv
-    world, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
-    if world > 1:
-        dist.init_process_group("gloo")
+    d = distributed.setup()
+    try:
+        train_one_step(out, shard, d.rank, d.world_size)
+        distributed.barrier(d)  # rank 0 has written; only then may the group go away under it
+    finally:
+        distributed.teardown(d)
+
+
+def train_one_step(out: str, shard: bool, rank: int, world: int) -> None:
     torch.manual_seed(0)
     config = EncoderConfig.preset("tiny", vocab_size=40, languages=["en", "fr"],
                                   sharing=SharingSpec.preset("sep-emb"))
@@ -39,9 +44,6 @@ def main() -> None:
     opt.step()
     if rank == 0:
         torch.save(model.state_dict(), out)
-    if world > 1:
-        dist.barrier()  # rank 0 has written; only then may the group go away under it
-        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

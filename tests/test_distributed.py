@@ -16,7 +16,7 @@ HERE = Path(__file__).parent
 
 
 def torchrun(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(HERE.parent)}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(HERE.parent), "XLT_DEVICE": "cpu"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", *args]
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
 
