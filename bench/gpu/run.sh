@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Run ON THE GPU BOX, in the repository root, after bench/gpu/prepare.sh ran here: the GPU figures
+# that issues #3 and #4 ask for, one log per benchmark under $OUT (default build/gpu-bench/out).
+#   1. FLOPs per token and MFU of one wu2020 training step (batch 96 x 256, bf16)
+#   2. xlt against transformers' BertForMaskedLM of the same size, interleaved steps
+#   3. the whole pretraining loop (streams, masking, checkpoints): tokens/s, MFU, data wait
+#   4. the same loop at SCALE=gpu's settings (batch 64), for the reproduction guide's runtime estimate
+#   5. fine-tuning throughput per task (sentences/s) and padding waste
+# PRESET, BATCH, GPU_SCALE_BATCH, DEVICE, PYTHON and OUT can be set in the environment
+# (PRESET=tiny BATCH=6 GPU_SCALE_BATCH=4 DEVICE=cpu checks the script itself on a CPU).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+PY=${PYTHON:-python3}
+OUT=${OUT:-build/gpu-bench/out}
+PRESET=${PRESET:-wu2020}
+BATCH=${BATCH:-96}
+GPU_SCALE_BATCH=${GPU_SCALE_BATCH:-64}  # scales/gpu.mk's BATCH
+DEVICE=${DEVICE:-cuda}
+export XLT_DEVICE=$DEVICE  # the pretraining loop finds CUDA itself; this lets DEVICE=cpu check the script
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+if compgen -G ".whl/*.whl" >/dev/null; then
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/xlt-site .whl/*.whl \
+        || exit 2
+    export PYTHONPATH=/tmp/xlt-site
+fi
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+
+failed=0
+bench() {  # bench NAME COMMAND...: print, keep a log, remember a failure and go on with the next
+    echo "== $1: ${*:2}"
+    "${@:2}" 2>&1 | tee "$OUT/$1.log"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "!! $1 failed"; failed=1; }
+}
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "no nvidia-smi";
+  "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available())'; } | tee "$OUT/machine.log"
+
+bench flops "$PY" bench/bench_model_flops.py --preset "$PRESET" --batch "$BATCH" --vocab-size 80000 --dtype bf16 --steps 10 --device "$DEVICE"
+bench vs_transformers "$PY" bench/bench_vs_transformers.py --preset "$PRESET" --batch "$BATCH" --vocab-size 80000 --dtype bf16 --steps 10 --device "$DEVICE"
+bench pretrain "$PY" bench/bench_pretrain.py --preset "$PRESET" --batch "$BATCH" --stream-len 256 --vocab-size 80000 --steps 60 --precision bf16
+bench pretrain_gpu_scale "$PY" bench/bench_pretrain.py --preset "$PRESET" --batch "$GPU_SCALE_BATCH" --stream-len 256 --vocab-size 40000 --steps 60 --precision auto
+bench finetune "$PY" bench/bench_finetune.py --preset "$PRESET" --device "$DEVICE" --data-dir build/gpu-bench/data --examples 2048
+exit $failed
