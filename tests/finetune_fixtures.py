@@ -76,14 +76,19 @@ def train_steps(task: Task, head: nn.Module, encoder: Encoder, batches: list[Bat
 
 
 @one_thread()
-def predict(head: nn.Module, encoder: Encoder, batches: list[Batch]) -> dict[int, list]:
-    """What the runner hands ``Task.evaluate``: decoded rows per example id, in batch order."""
+def predict(head: nn.Module, encoder: Encoder, batches: list[Batch], bf16: bool = False) -> dict[int, list]:
+    """What the runner hands ``Task.evaluate``: decoded rows per example id, in batch order.
+
+    With ``bf16``, the forward pass runs under bf16 autocast and decoding outside it, as the runner
+    does on a GPU.
+    """
     encoder.eval()
     head.eval()
     out: dict[int, list] = {}
     with torch.no_grad():
         for batch in batches:
-            hidden = encoder(batch.input_ids, "en", batch.padding_mask).last_hidden_state
-            for example_id, row in zip(batch.example_ids, head.decode(head(hidden, batch), batch)):
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                outputs = head(encoder(batch.input_ids, "en", batch.padding_mask).last_hidden_state, batch)
+            for example_id, row in zip(batch.example_ids, head.decode(outputs, batch)):
                 out.setdefault(example_id, []).append(row)
     return out

@@ -15,9 +15,10 @@ from pretrain_fixtures import build_inputs, tiny_args
 HERE = Path(__file__).parent
 
 
-def torchrun(*args: str) -> subprocess.CompletedProcess:
+def torchrun(*args: str, monitor_interval: float = 0.1) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(HERE.parent), "XLT_DEVICE": "cpu"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", *args]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           "--monitor-interval", str(monitor_interval), *args]
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
 
 
@@ -49,3 +50,15 @@ def test_xlt_pretrain_under_torchrun(inputs, tmp_path):
     assert last["step"] == 6 and len(last["per_rank"]) == 2
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert metrics and all(m["step"] <= 6 for m in metrics)
+
+
+def test_a_nan_loss_on_one_rank_stops_every_rank(inputs, tmp_path):
+    # torchrun looks at its workers only every 5 s here, so it cannot end rank 0 for rank 1: rank 0
+    # reports the stop itself only if the ranks decide it together (else it waits in the all-reduce).
+    run = tmp_path / "run"
+    res = torchrun(str(HERE / "nan_worker.py"), "pretrain", "--run-dir", str(run), *inputs["args"], *tiny_args(8),
+                   monitor_interval=5)
+    assert res.returncode != 0
+    stops = [line for line in res.stderr.splitlines() if "loss is not finite at step 4" in line]
+    assert len(stops) == 2, res.stderr[-3000:]
+    assert any("(here: nan)" in line for line in stops) and any("(here: nan)" not in line for line in stops)

@@ -182,6 +182,12 @@ def test_biaffine_head_overfits_and_decodes_trees(tmp_path):
         assert len(heads) == len(relations) == len(tree.words)
         assert heads.count(0) == 1 and set(relations) <= set(labels)
     assert task.evaluate(trees, predictions, labels) == {"las": 100.0, "uas": 100.0}
+    # Scores made under bf16 autocast (the default on a GPU) decode through the fp32 relation layers.
+    assert task.evaluate(trees, predict(head, encoder, batches, bf16=True), labels)["las"] >= 90.0
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # and they train there (xlt finetune --precision bf16)
+        loss = head.loss(head(encoder(first.input_ids, "en", first.padding_mask).last_hidden_state, first), first)
+    loss.backward()
+    assert torch.isfinite(loss) and head.rel_bilinear.weight.grad is not None
 
 
 def test_mirror_treebanks_read_whole(mirror):

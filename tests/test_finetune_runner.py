@@ -256,6 +256,9 @@ def test_test_time_transforms(world, tmp_path):
         np.save(map_dir / f"W_layer{layer}.npy", np.eye(D, dtype=np.float32) * (1.0 if layer == 1 else 2.0))
     identity = load_map(str(map_dir), 1, "en", D, L)
     assert torch.equal(encoder(ids, "fr", layer_hook=identity.hook()).last_hidden_state, plain[-1])
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # as on a GPU: the map itself is applied in fp32
+        assert torch.equal(encoder(ids, "fr", layer_hook=identity.hook()).last_hidden_state,
+                           encoder(ids, "fr").last_hidden_state)
     doubled = load_map(str(map_dir), 0, "en", D, L)
     expected = encoder.encode_from(plain[0] * 2.0, "fr", 0).last_hidden_state
     assert torch.allclose(encoder(ids, "fr", layer_hook=doubled.hook()).last_hidden_state, expected, atol=1e-5)
@@ -294,6 +297,15 @@ def fake_run(bs: int, seed: int, dev: float, fr: float, ru: float) -> dict:
     return {"status": "done", "grid_point": {"batch_size": bs, "encoder_lr": 1e-5, "head_lr": 1e-5}, "seed": seed,
             "source_dev": dev, "results": {"plain": {"en": {"dev": {"acc": dev}, "test": {"acc": dev - 1}},
                                                      "fr": {"test": {"acc": fr}}, "ru": {"test": {"acc": ru}}}}}
+
+
+def test_bf16_is_its_own_run(world, tmp_path):
+    out = tmp_path / "out"
+    assert finetune(config(world, out, epochs=1)).exit_code == EXIT_OK
+    outcome = finetune(config(world, out, epochs=1, precision="bf16"))
+    assert outcome.exit_code == EXIT_OK and outcome.counts["done"] == 1
+    configs = [json.loads((path / "config.json").read_text())["config"] for path in run_files(out).values()]
+    assert sorted(c.get("precision", "fp32") for c in configs) == ["bf16", "fp32"]  # two directories
 
 
 def test_selection_and_mean_of_best_two_by_hand():

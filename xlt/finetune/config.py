@@ -155,7 +155,8 @@ class FinetuneConfig:
     shift_alpha: list[float] = _help("shift weights; with several, each target picks its own on its dev set "
                                      "(as Liu et al.'s Table 4)", default_factory=lambda: [1.0], metavar="A[,A...]")
     device: str = _help("cpu, cuda, cuda:N or auto (CUDA when present)", default="auto")
-    precision: str = _help("auto (bf16 autocast on CUDA that supports it, else fp32) or fp32", default="auto")
+    precision: str = _help("auto (bf16 autocast on CUDA that supports it natively, else fp32), fp32, or bf16 "
+                           "(autocast on any device, CPUs included)", default="auto")
     keep_weights: bool = _help("keep each run's best fine-tuned weights (trainable parts only) so new targets "
                                "or test-time transforms can be evaluated later without training again",
                                default=True)
@@ -204,8 +205,8 @@ class FinetuneConfig:
             raise XltError(f"--lang-embedding-at-test must be one of {', '.join(LANG_EMBEDDING_AT_TEST)}")
         if self.checkpoint not in ("best", "last"):
             raise XltError(f"--checkpoint must be best or last, got {self.checkpoint!r}")
-        if self.precision not in ("auto", "fp32"):
-            raise XltError(f"--precision must be auto or fp32, got {self.precision!r}")
+        if self.precision not in ("auto", "fp32", "bf16"):
+            raise XltError(f"--precision must be auto, fp32 or bf16, got {self.precision!r}")
         if (self.shift_layer is None) != (not self.shift):
             raise XltError("--shift and --shift-layer go together")
 

@@ -167,8 +167,10 @@ class BiaffineHead(TaskHead):
     def relation_scores(self, scores: ParseScores, heads: Tensor) -> Tensor:
         """Relation logits [B, n, R] of words 1..n attached to ``heads`` [B, n] (node indices)."""
         index = heads.clamp(min=0).unsqueeze(-1).expand(-1, -1, scores.head_rel.shape[-1])
-        head = scores.head_rel.gather(1, index)
-        dep = scores.dep_rel[:, 1:]
+        # fp32: features made under bf16 autocast meet the fp32 bilinear weights here, which autocast
+        # does not reconcile on CPU, nor anywhere at decoding (outside autocast).
+        head = scores.head_rel.gather(1, index).float()
+        dep = scores.dep_rel[:, 1:].float()
         return self.rel_bilinear(dep.contiguous(), head.contiguous()) + self.rel_linear(torch.cat([dep, head], -1))
 
     def loss(self, outputs: ParseScores, batch: Batch) -> Tensor:

@@ -301,6 +301,8 @@ class RunTrainer:
             raise XltError("the run's weights were not kept (--no-keep-weights); remove the directory to train "
                            "it again", self.run_dir)
         if self.loaded_best != summary["best_file"]:
+            # The last epoch's model and Adam state go first: on a GPU they would double what evaluation holds.
+            self.model = self.optimizer = None
             self.model, _ = self.build()
             self.load_weights(self.model, load_checkpoint(self.path(summary["best_file"])))
             self.loaded_best = summary["best_file"]

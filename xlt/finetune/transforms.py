@@ -69,15 +69,17 @@ class LayerMap:
     identity: str  # checksum of the header and the weight file: part of an evaluation's key
 
     def hook(self) -> LayerHook:
-        cache: dict[tuple, Tensor] = {}
+        cache: dict[torch.device, Tensor] = {}
 
         def apply(layer: int, hidden: Tensor) -> Tensor:
             if layer != self.layer:
                 return hidden
-            key = (hidden.device, hidden.dtype)
-            if key not in cache:
-                cache[key] = self.weight.to(device=hidden.device, dtype=hidden.dtype)
-            return hidden @ cache[key]
+            if hidden.device not in cache:
+                cache[hidden.device] = self.weight.to(device=hidden.device, dtype=torch.float32)
+            # In fp32 also under autocast: a bf16 product would round every mapped state (an identity
+            # map would no longer leave the model's outputs as they were).
+            with torch.autocast(hidden.device.type, enabled=False):
+                return (hidden.float() @ cache[hidden.device]).to(hidden.dtype)
 
         return apply
 
