@@ -24,6 +24,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from xlt.utils.errors import XltError
+
 
 @dataclass(frozen=True)
 class Dist:
@@ -46,6 +48,9 @@ def setup() -> Dist:
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
     if torch.cuda.is_available() and os.environ.get("XLT_DEVICE", "") != "cpu":
+        if local_rank >= torch.cuda.device_count():
+            raise XltError(f"process {local_rank} of this node has no GPU of its own ({torch.cuda.device_count()} "
+                           f"visible): give torchrun --nproc_per_node at most that many, or XLT_DEVICE=cpu")
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
     else:
@@ -67,6 +72,15 @@ def teardown(d: Dist) -> None:
     if d.enabled and dist.is_initialized():
         gc.collect()
         dist.destroy_process_group()
+
+
+def any_rank(d: Dist, flag: bool) -> bool:
+    """True on every rank when it is True on at least one (so that all ranks take the same branch)."""
+    if not d.enabled:
+        return flag
+    t = torch.tensor([float(flag)], device=d.device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())
 
 
 def barrier(d: Dist) -> None:

@@ -110,7 +110,7 @@ class Pretrainer:
         if p == "auto":
             if dev != "cuda":
                 return None
-            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+            return torch.bfloat16 if torch.cuda.is_bf16_supported(including_emulation=False) else torch.float16
         if p == "fp32":
             return None
         if p == "fp16" and dev != "cuda":
@@ -242,17 +242,20 @@ class Pretrainer:
             loss = self.ddp_model(masked.input_ids.to(dev), lang, None, masked.flat_positions.to(dev),
                                   masked.target_ids.to(dev))
         value = loss.item()
-        if not math.isfinite(value):
-            raise XltError(f"loss is {value} at step {self.step + 1}; stopped. The last good checkpoint is kept "
-                           f"({self._path('last.pt')}); lower --lr or use --precision fp32/bf16")
+        # Decided together: a rank that stopped alone would leave the others waiting in backward's all-reduce.
+        if distributed.any_rank(self.d, not math.isfinite(value)):
+            raise XltError(f"loss is not finite at step {self.step + 1} (here: {value}); stopped. The last good "
+                           f"checkpoint is kept ({self._path('last.pt')}); lower --lr or use --precision fp32/bf16")
         self.scaler.scale(loss).backward()
         if self.cfg.clip_norm > 0:
             self.scaler.unscale_(self.optimizer)
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_norm)
+        scale = self.scaler.get_scale()
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
-        self.scheduler.step()
+        if self.scaler.get_scale() >= scale:  # fp16: a lowered scale means the step was skipped (inf gradients)
+            self.scheduler.step()
         return value
 
     # ---- evaluation -------------------------------------------------------------------------

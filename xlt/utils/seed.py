@@ -19,7 +19,8 @@ def rng_state() -> dict[str, Any]:
     """Every global generator a training step may draw from (dropout uses torch's)."""
     state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
     if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
+        # This process's GPU only: each rank has its own, and a run may resume where fewer are visible.
+        state["cuda"] = torch.cuda.get_rng_state()
     return state
 
 
@@ -28,4 +29,4 @@ def set_rng_state(state: dict[str, Any]) -> None:
     np.random.set_state(state["numpy"])
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+        torch.cuda.set_rng_state(state["cuda"])
