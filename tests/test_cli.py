@@ -25,3 +25,29 @@ def test_usage_errors_are_one_line_naming_the_command():
                           "(see xlt pretrain --help)")
     assert_one_line_error(run_xlt("cka", "compare", "--n-sentences", "zero"),
                           "xlt cka compare: error: Invalid value for '--n-sentences'")
+
+
+def test_devices_are_read_one_way_everywhere():
+    import torch
+
+    from xlt.utils.device import resolve_device
+    from xlt.utils.errors import XltError
+
+    assert resolve_device("auto") == torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    assert resolve_device("cpu") == torch.device("cpu") and resolve_device(torch.device("cpu")).type == "cpu"
+    for bad in ("gpu", "cuda:x"):
+        try:
+            resolve_device(bad)
+        except XltError as e:
+            assert "unknown device" in str(e)
+        else:
+            raise AssertionError(f"{bad!r} was accepted")
+    assert_one_line_error(run_xlt("extract", "--device", "gpu", "--model", "r", "--lang", "en", "x", "-o", "y"),
+                          "xlt extract: error: Invalid value for '--device'", "unknown device 'gpu'")
+    assert_one_line_error(run_xlt("align", "word", "--device", "gpu", "--model", "r", "--source-lang", "en",
+                                  "--target-lang", "fr", "--train-dict", "a", "--test-dict", "b", "-o", "c"),
+                          "xlt align word: error: unknown device 'gpu'")
+    if not torch.cuda.is_available():
+        assert_one_line_error(run_xlt("cka", "compare", "--device", "cuda", "--model-a", "r", "--lang-a", "en",
+                                      "--text-a", "t", "--lang-b", "fr", "--text-b", "t", "-o", "o"),
+                              "no CUDA device on this machine")

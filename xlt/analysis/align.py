@@ -32,6 +32,7 @@ from xlt.analysis.retrieval import BLOCK_SIZE, CSLS_K, mean_reciprocal_rank, pre
 from xlt.pretrain.pretrained import PretrainedRun
 from xlt.text.vocab import SPECIALS, UNK
 from xlt.utils import log
+from xlt.utils.device import DEVICE_HELP, resolve_device
 from xlt.utils.errors import XltError
 from xlt.utils.textio import read_lines
 
@@ -48,8 +49,11 @@ class AlignSettings:
     csls_k: int = field(default=CSLS_K, metadata={"help": "Neighbourhood size of CSLS (MUSE: 10)."})
     block_size: int = field(default=BLOCK_SIZE, metadata={"help": "Rows per block in nearest-neighbour search."})
     batch_size: int = field(default=32, metadata={"help": "Sentences per forward pass."})
-    device: str = field(default="cpu", metadata={"help": "torch device: cpu, cuda, cuda:1 ..."})
+    device: str = field(default="auto", metadata={"help": DEVICE_HELP})
     checkpoint: str = field(default="best", metadata={"help": "Checkpoint of each run: best or last."})
+
+    def __post_init__(self) -> None:
+        self.device = str(resolve_device(self.device))  # "auto" becomes what this machine has
 
 
 @dataclass

@@ -6,6 +6,8 @@ from typing import Optional
 
 import click
 
+from xlt.cli.options import device_option
+
 RUN_HELP = "Pretrained run directory (written by xlt pretrain)."
 
 
@@ -23,7 +25,7 @@ RUN_HELP = "Pretrained run directory (written by xlt pretrain)."
 @click.option("--random-init", "random_seed", type=int, default=None,
               help="Use a randomly initialised model of the run's architecture, seeded (a lower bound).")
 @click.option("--batch-size", type=int, default=32, show_default=True)
-@click.option("--device", default="cpu", show_default=True, help="torch device: cpu, cuda, cuda:1 ...")
+@device_option
 @click.argument("input_path", metavar="INPUT", type=click.Path())
 @click.option("-o", "--output", required=True, help="Output prefix: writes OUT.npy, OUT.json (and OUT.index.npz).")
 def extract(run_dir: str, lang: str, level: str, pooling: str, layers: Optional[str], include_specials: bool,
@@ -93,7 +95,7 @@ def cka() -> None:
               help='Sentence-retrieval result {"layers": [...], "p_at_1": [...]}: report the Pearson r.')
 @click.option("--checkpoint", type=click.Choice(["best", "last"]), default="best", show_default=True)
 @click.option("--batch-size", type=int, default=32, show_default=True)
-@click.option("--device", default="cpu", show_default=True)
+@device_option
 @click.option("-o", "--output", required=True, help="Output prefix: OUT.json, OUT.png.")
 def compare(model_a, lang_a, text_a, reps_a, model_b, lang_b, text_b, reps_b, random_b, label, column, layers,
             matrix, debiased, n_sentences, include_specials, retrieval, checkpoint, batch_size, device,
@@ -175,7 +177,7 @@ def shift_decode() -> None:
 @click.option("--include-specials", is_flag=True, help="Average over the </s> around each sentence too.")
 @click.option("--checkpoint", type=click.Choice(["best", "last"]), default="best", show_default=True)
 @click.option("--batch-size", type=int, default=32, show_default=True)
-@click.option("--device", default="cpu", show_default=True)
+@device_option
 @click.argument("text", type=click.Path())
 @click.option("-o", "--output", required=True, help="Means file (.npz: mean [n_layers+1, d_model], header).")
 def means(run_dir, lang, n_sentences, include_specials, checkpoint, batch_size, device, text, output) -> None:
@@ -220,7 +222,7 @@ def shift(src_means: str, tgt_means: str, output: str) -> None:
 @click.option("--samples", type=int, default=3, show_default=True, help="Decoded sentences kept in the output.")
 @click.option("--checkpoint", type=click.Choice(["best", "last"]), default="best", show_default=True)
 @click.option("--batch-size", type=int, default=32, show_default=True)
-@click.option("--device", default="cpu", show_default=True)
+@device_option
 @click.option("-o", "--output", required=True, help="Result JSON (grid of layer x alpha, best, samples).")
 def translate(run_dir, shift_path, input_path, reference, layers, alphas, n_sentences, token_sets, decode_lang,
               samples, checkpoint, batch_size, device, output) -> None:

@@ -75,3 +75,20 @@ def build_config(cls: type, values: dict[str, Any]):
             v = tuple(v)
         kwargs[f.name] = v
     return cls(**kwargs)
+
+
+def _device(ctx: click.Context, param: click.Parameter, value: str):
+    from xlt.utils.device import resolve_device
+    from xlt.utils.errors import XltError
+
+    try:
+        return resolve_device(value)
+    except XltError as e:
+        raise click.BadParameter(str(e)) from None
+
+
+def device_option(fn: Callable) -> Callable:
+    """``--device``, resolved to a torch.device (auto: CUDA when present) before the command runs."""
+    from xlt.utils.device import DEVICE_HELP
+
+    return click.option("--device", default="auto", show_default=True, callback=_device, help=DEVICE_HELP)(fn)

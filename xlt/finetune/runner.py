@@ -40,6 +40,7 @@ from xlt.finetune.trainer import RunTrainer, SourceData
 from xlt.finetune.transforms import LayerMap, TargetShift, load_map, load_shift
 from xlt.pretrain.pretrained import PretrainedRun, TextPipeline
 from xlt.utils import log
+from xlt.utils.device import resolve_device
 from xlt.utils.errors import XltError, require_file
 from xlt.utils.rundir import exclusive_lock, write_run_description
 from xlt.utils.textio import atomic_output, file_sha256, read_json, write_json
@@ -64,19 +65,6 @@ def resolve_task(name: str, settings: dict[str, Any]) -> Task:
     from xlt.finetune.registry import get_task
 
     return get_task(name, **settings)
-
-
-def resolve_device(name: str) -> torch.device:
-    """auto: CUDA when present, else CPU; a CUDA device asked for on a machine without one is an error."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise XltError(f"unknown device {name!r}; use cpu, cuda, cuda:N or auto") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise XltError(f"--device {name}: no CUDA device on this machine")
-    return device
 
 
 def short_hash(obj: Any, n: int = 12) -> str:
@@ -202,10 +190,17 @@ class Experiment:
                                                    self.max_len)]
         return self._eval_batches[lang, split]
 
+    def autocast_dtype(self) -> Optional[torch.dtype]:
+        """bf16 autocast or None (fp32); emulated bf16 (GPUs before Ampere) is slower than fp32."""
+        if self.cfg.precision == "bf16":
+            return torch.bfloat16
+        if self.cfg.precision == "auto" and self.device.type == "cuda" and \
+                torch.cuda.is_bf16_supported(including_emulation=False):
+            return torch.bfloat16
+        return None
+
     def source_data(self) -> SourceData:
-        autocast = None
-        if self.cfg.precision == "auto" and self.device.type == "cuda" and torch.cuda.is_bf16_supported():
-            autocast = torch.bfloat16
+        autocast = self.autocast_dtype()
         return SourceData(self.task, self.pretrained, self.labels, self.source, self.text(self.source),
                           self.splits["train", self.source].examples, self.sizes(self.source, "train"),
                           self.splits["dev", self.source].examples, lambda: self.eval_batches(self.source, "dev"),
@@ -218,7 +213,12 @@ class Experiment:
                 "model": self.model_identity, "source": self.source,
                 "train_sha256": self.splits["train", self.source].sha256,
                 "dev_sha256": self.splits["dev", self.source].sha256, "labels": self.labels,
-                "settings": settings.to_dict()}
+                "settings": settings.to_dict(), **self._precision_identity()}
+
+    def _precision_identity(self) -> dict[str, str]:
+        # A bf16 run is another run than an fp32 one; fp32, the default on CPU, is left out so that
+        # the runs made before precision was recorded keep their directories.
+        return {"precision": "bf16"} if self.autocast_dtype() is not None else {}
 
     def run_dir(self, settings: RunSettings) -> str:
         s = settings
