@@ -83,13 +83,17 @@ def measure(task_name: str, args: argparse.Namespace, root: str) -> dict:
     dev_batches = [ob.batch for ob in ordered_batches(task, dev, dev_sorted, text, labels, args.eval_batch_size, max_len)]
     # The epoch's own dev evaluation is kept out of the training figure: one dev example.
     one_dev = [ob.batch for ob in ordered_batches(task, dev[:1], [0], text, labels, 1, max_len)]
+    # What the runner does (Experiment.autocast_dtype): bf16 autocast on a GPU that has it natively.
+    native_bf16 = args.device.startswith("cuda") and torch.cuda.is_bf16_supported(including_emulation=False)
+    autocast = torch.bfloat16 if args.precision == "bf16" or (args.precision == "auto" and native_bf16) else None
+    out["precision"] = "bf16" if autocast else "fp32"
     trainer = None
     for bucket in (False, True):
         settings = RunSettings(batch_size=bs, encoder_lr=2e-5, head_lr=2e-5, seed=0, epochs=1, epoch_size=None,
                                schedule="constant", warmup_fraction=0.1, max_len=max_len, dropout=None,
                                freeze_bottom=0, clip_norm=5.0, bucket=bucket)
         data = SourceData(task, pretrained, labels, "en", text, train, sizes, dev[:1], lambda: one_dev,
-                          torch.device(args.device), None)
+                          torch.device(args.device), autocast)
         run_dir = os.path.join(root, f"{task_name}-{bucket}")
         os.makedirs(run_dir)
         trainer = RunTrainer(data, settings, run_dir)
@@ -121,10 +125,12 @@ def main() -> None:
     ap.add_argument("--data-dir", default="data")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto",
+                    help="as xlt finetune's: auto is bf16 autocast on a GPU that has it, else fp32")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    print(f"preset {args.preset}, device {args.device}, {torch.get_num_threads()} thread(s), "
+    print(f"preset {args.preset}, device {args.device}, precision {args.precision}, {torch.get_num_threads()} thread(s), "
           f"load average {os.getloadavg()[0]:.1f}")
     header = ("task", "bs", "mean len", "encode/s", "train/s rand", "train/s bucket", "pad rand", "pad bucket",
               "eval/s file", "eval/s sorted", "pad file", "pad sorted")

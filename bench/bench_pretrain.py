@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_model_flops import H100_BF16_DENSE_TFLOPS, matmul_peak_tflops  # noqa: E402
 
 from xlt.data.store import binarize  # noqa: E402
+from xlt.pretrain import distributed  # noqa: E402
 from xlt.pretrain.config import PretrainConfig  # noqa: E402
 from xlt.pretrain.trainer import Pretrainer  # noqa: E402
 from xlt.text.vocab import Vocabulary, ownership_masks  # noqa: E402
@@ -71,7 +72,7 @@ def main() -> None:
                              sharing=args.sharing, batch_size=args.batch, stream_len=args.stream_len,
                              max_steps=args.steps, warmup_steps=10, eval_every=10**9, save_every=10**9,
                              log_every=5, precision=args.precision)
-        trainer = Pretrainer(cfg, str(root / "run"))
+        trainer = Pretrainer(cfg, str(root / "run"), distributed.setup())  # finds the GPU as xlt pretrain does
         device = trainer.d.device
         t0 = time.perf_counter()
         trainer.train()

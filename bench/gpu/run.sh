@@ -6,7 +6,10 @@
 #   3. the whole pretraining loop (streams, masking, checkpoints): tokens/s, MFU, data wait
 #   4. the same loop at SCALE=gpu's settings (batch 64), for the reproduction guide's runtime estimate
 #   5. fine-tuning throughput per task (sentences/s) and padding waste
-# PRESET, BATCH, GPU_SCALE_BATCH, DEVICE, PYTHON and OUT can be set in the environment
+# Arguments name the benchmarks to run (default: all five, in this order), so that the set can be
+# split over calls with a time limit: `run.sh flops vs_transformers pretrain`, then
+# `run.sh pretrain_gpu_scale finetune`. Each benchmark is stopped after LIMIT seconds (default 240).
+# PRESET, BATCH, GPU_SCALE_BATCH, DEVICE, LIMIT, PYTHON and OUT can be set in the environment
 # (PRESET=tiny BATCH=6 GPU_SCALE_BATCH=4 DEVICE=cpu checks the script itself on a CPU).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -16,7 +19,9 @@ PRESET=${PRESET:-wu2020}
 BATCH=${BATCH:-96}
 GPU_SCALE_BATCH=${GPU_SCALE_BATCH:-64}  # scales/gpu.mk's BATCH
 DEVICE=${DEVICE:-cuda}
+LIMIT=${LIMIT:-240}
 export XLT_DEVICE=$DEVICE  # the pretraining loop finds CUDA itself; this lets DEVICE=cpu check the script
+wanted=" ${*:-flops vs_transformers pretrain pretrain_gpu_scale finetune} "
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 if compgen -G ".whl/*.whl" >/dev/null; then
@@ -27,10 +32,12 @@ fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
 failed=0
-bench() {  # bench NAME COMMAND...: print, keep a log, remember a failure and go on with the next
+bench() {  # bench NAME COMMAND...: if asked for, run with a time limit, keep a log, note a failure, go on
+    [[ $wanted == *" $1 "* ]] || return 0
     echo "== $1: ${*:2}"
-    "${@:2}" 2>&1 | tee "$OUT/$1.log"
-    [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "!! $1 failed"; failed=1; }
+    timeout "$LIMIT" "${@:2}" 2>&1 | tee "$OUT/$1.log"
+    local status=${PIPESTATUS[0]}
+    [ "$status" -eq 0 ] || { echo "!! $1 failed (exit $status; 124 = stopped after $LIMIT s)"; failed=1; }
 }
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "no nvidia-smi";
   "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available())'; } | tee "$OUT/machine.log"
