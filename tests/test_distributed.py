@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -62,3 +63,32 @@ def test_a_nan_loss_on_one_rank_stops_every_rank(inputs, tmp_path):
     stops = [line for line in res.stderr.splitlines() if "loss is not finite at step 4" in line]
     assert len(stops) == 2, res.stderr[-3000:]
     assert any("(here: nan)" in line for line in stops) and any("(here: nan)" not in line for line in stops)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_nodes_of_one_process_equal_one_node_of_two(inputs, tmp_path):
+    """The multi-node path (rank != local rank, rendezvous over TCP) trains exactly what one node does."""
+    one_node = tmp_path / "one-node"
+    args = [*inputs["args"], *tiny_args(6), "--sharing", "sep-emb"]
+    assert torchrun("-m", "xlt", "pretrain", "--run-dir", str(one_node), *args).returncode == 0
+    two_nodes = tmp_path / "two-nodes"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(HERE.parent), "XLT_DEVICE": "cpu"}
+    endpoint = f"127.0.0.1:{free_port()}"
+    nodes = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node_rank", str(i),
+                               "--nproc_per_node", "1", "--rdzv_backend", "c10d", "--rdzv_endpoint", endpoint,
+                               "--rdzv_id", "xlt-test", "-m", "xlt", "pretrain", "--run-dir", str(two_nodes), *args],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+             for i in range(2)]
+    for node in nodes:
+        _, stderr = node.communicate(timeout=300)
+        assert node.returncode == 0, stderr[-3000:]
+    a = torch.load(one_node / "checkpoints" / "last.pt", weights_only=False)
+    b = torch.load(two_nodes / "checkpoints" / "last.pt", weights_only=False)
+    assert len(b["per_rank"]) == 2
+    for name in a["model"]:
+        assert torch.equal(a["model"][name], b["model"][name]), name
