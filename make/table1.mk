@@ -16,31 +16,33 @@ empty :=
 space := $(empty) $(empty)
 comma_list = $(subst $(space),$(comma),$(strip $(1)))
 
-# ---- pretraining: $(call pretrain,DATA_KIND,SHARING) in a rule for $(W)/models/<row>/en-%/finished
-# (one batch is one language; the best checkpoint is chosen on English dev perplexity).
+# ---- pretraining -------------------------------------------------------------------------------
+# Each row is (data kind of make/text.mk, sharing preset); one batch is one language, and the best
+# checkpoint is chosen on English dev perplexity.
+ROW_default         := joint      default
+ROW_wiki-cc         := wikicc     default
+ROW_default-anchors := union      default
+ROW_no-anchors      := prefixed   default
+ROW_extra-anchors   := codeswitch default
+ROW_sep-emb         := union      sep-emb
+ROW_sep-emb+l1-3    := union      sep-emb+l1-3
+ROW_sep-emb+l1-6    := union      sep-emb+l1-6
+ROW_sep-l1-3        := union      sep-l1-3
+ROW_sep-l1-6        := union      sep-l1-6
 PRETRAIN := $(if $(TORCHRUN),$(TORCHRUN) xlt,$(XLT)) pretrain
-define pretrain
-$(PRETRAIN) --run-dir $(@D) --vocab $(W)/data/$(1)/en-$*/vocab \
-  $(foreach l,en $*,--codes $(l) $(W)/data/$(1)/en-$*/codes.$(l) \
-    --train $(l) $(W)/data/$(1)/en-$*/$(l).train --dev $(l) $(W)/data/$(1)/en-$*/$(l).dev) \
-  --sharing $(2) $(PRETRAIN_ARGS)
-touch $@
-endef
 PRETRAIN_ARGS = --preset $(PRESET) --batch-size $(BATCH) --stream-len $(STREAM_LEN) --max-steps $(STEPS) \
-  --warmup-steps $(WARMUP) --lr $(LR) --eval-every $(EVAL_EVERY) --save-every $(EVAL_EVERY) \
-  --eval-batches $(EVAL_BATCHES) --precision $(PRECISION) --log-every $(EVAL_EVERY)
+  --warmup-steps $(WARMUP) --lr $(LR) --eval-every $(EVAL_EVERY) --save-every $(SAVE_EVERY) \
+  --eval-batches $(EVAL_BATCHES) --precision $(PRECISION) --log-every $(LOG_EVERY)
+# $(call row_data,ROW/en-L) -> the pair's data directory for that row
+row_data = $(W)/data/$(word 1,$(ROW_$(patsubst %/,%,$(dir $(1)))))/$(notdir $(1))
 
-# row                                     data kind (make/text.mk)                 sharing
-$(W)/models/default/en-%/finished:         $(W)/data/joint/en-%/stores.stamp      ; $(call pretrain,joint,default)
-$(W)/models/wiki-cc/en-%/finished:         $(W)/data/wikicc/en-%/stores.stamp     ; $(call pretrain,wikicc,default)
-$(W)/models/default-anchors/en-%/finished: $(W)/data/union/en-%/stores.stamp      ; $(call pretrain,union,default)
-$(W)/models/no-anchors/en-%/finished:      $(W)/data/prefixed/en-%/stores.stamp   ; $(call pretrain,prefixed,default)
-$(W)/models/extra-anchors/en-%/finished:   $(W)/data/codeswitch/en-%/stores.stamp ; $(call pretrain,codeswitch,default)
-$(W)/models/sep-emb/en-%/finished:         $(W)/data/union/en-%/stores.stamp      ; $(call pretrain,union,sep-emb)
-$(W)/models/sep-emb+l1-3/en-%/finished:    $(W)/data/union/en-%/stores.stamp      ; $(call pretrain,union,sep-emb+l1-3)
-$(W)/models/sep-emb+l1-6/en-%/finished:    $(W)/data/union/en-%/stores.stamp      ; $(call pretrain,union,sep-emb+l1-6)
-$(W)/models/sep-l1-3/en-%/finished:        $(W)/data/union/en-%/stores.stamp      ; $(call pretrain,union,sep-l1-3)
-$(W)/models/sep-l1-6/en-%/finished:        $(W)/data/union/en-%/stores.stamp      ; $(call pretrain,union,sep-l1-6)
+# The stem is <row>/en-<L>; the mono/<L> models of make/analysis.mk have a rule of their own.
+$(W)/models/%/finished: $$(call row_data,$$*)/stores.stamp
+	$(PRETRAIN) --run-dir $(@D) --vocab $(<D)/vocab \
+	  $(foreach l,en $(call target_of,$*),--codes $(l) $(<D)/codes.$(l) \
+	    --train $(l) $(<D)/$(l).train --dev $(l) $(<D)/$(l).dev) \
+	  --sharing $(word 2,$(ROW_$(patsubst %/,%,$(dir $*)))) $(PRETRAIN_ARGS)
+	touch $@
 
 # ---- task data: every k-th example of each file (k = 1 at the gpu and paper scales) ---------------
 T := $(W)/tasks
@@ -101,10 +103,12 @@ table1_cell = $(if $(and $(filter wiki-cc,$(1)),$(if $(CORPUS_cc-$(2)),,no)), \
 TABLE1_RESULTS := $(foreach r,$(TABLE1_ROWS),$(foreach l,$(LANGS),$(call table1_cell,$(r),$(l))))
 TABLE1_MODELS  := $(patsubst $(W)/table1/%/xnli/results.json,$(W)/models/%/finished,$(filter %/xnli/results.json,$(TABLE1_RESULTS)))
 
-# Several nodes (SCALE=paper NNODES=2): every node runs `make pretrain-table1 NODE_RANK=<i>` (same
-# order, one model at a time, run directories on a shared file system), then one node runs
+# Several nodes (SCALE=paper NNODES=2 MASTER=host0:29500): one node prepares every token store
+# (`make prepare-table1`), then every node runs `make pretrain-table1` (the same models in the same
+# order, one at a time, run directories on a shared file system), then one node runs
 # `make reproduce-table1` for the fine-tuning and the table.
-.PHONY: pretrain-table1
+.PHONY: prepare-table1 pretrain-table1
+prepare-table1: $(sort $(foreach m,$(patsubst $(W)/models/%/finished,%,$(TABLE1_MODELS)),$(call row_data,$(m))/stores.stamp))
 pretrain-table1: $(TABLE1_MODELS)
 
 $(W)/report/table1.md: $(TABLE1_RESULTS) $$(call setting,langs,$(LANGS))

@@ -1,10 +1,16 @@
-# SCALE=paper: the paper's model and settings on several GPUs (GPUS=8; NNODES, NODE_RANK and MASTER
-# for several nodes). The mirror's corpora are far smaller than Wikipedia: point CORPUS_<lang> at
-# full dumps (make/text.mk); XNLI trains on the full MNLI (`xlt data fetch mnli_full`, automatic).
+# SCALE=paper: the paper's model and settings on several GPUs (GPUS per node, 8 by default; NNODES
+# and MASTER for several nodes, which the rendezvous numbers itself). The mirror's corpora are far
+# smaller than Wikipedia: point CORPUS_<lang> at full dumps (make/text.mk); XNLI trains on the full
+# MNLI (`xlt data fetch mnli_full`, automatic). BATCH is per GPU: the paper's 96 x 8 GPUs = 768
+# windows a step is kept on two nodes of 8 GPUs with BATCH=48.
 GPUS               ?= 8
 NNODES             ?= 1
-NODE_RANK          ?= 0
 MASTER             ?= localhost:29500
+ifneq ($(NNODES),1)
+ifneq ($(filter localhost:% 127.0.0.1:%,$(MASTER)),)
+$(error NNODES=$(NNODES) needs MASTER=<host of the first node>:<port>, reachable from every node)
+endif
+endif
 JOBS               := 1
 THREADS            := 8
 DEV_BYTES          := 5000000
@@ -18,9 +24,11 @@ STEPS              := 1000000
 WARMUP             := 30000
 LR                 := 1e-4
 EVAL_EVERY         := 200000     # XLM's epoch of 200k batches
+SAVE_EVERY         := 5000       # a crash loses at most this many steps
+LOG_EVERY          := 1000
 EVAL_BATCHES       := 500
 PRECISION          := auto
-TORCHRUN           := $(VENV)/bin/torchrun --nnodes $(NNODES) --node_rank $(NODE_RANK) --nproc_per_node $(GPUS) \
+TORCHRUN           := $(VENV)/bin/torchrun --nnodes $(NNODES) --nproc_per_node $(GPUS) \
                       --rdzv_backend c10d --rdzv_endpoint $(MASTER) -m
 XNLI_TRAIN         := nli/mnli/mnli_train.tsv
 XNLI_TRAIN_STRIDE  := 1

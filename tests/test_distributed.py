@@ -79,11 +79,11 @@ def test_two_nodes_of_one_process_equal_one_node_of_two(inputs, tmp_path):
     two_nodes = tmp_path / "two-nodes"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(HERE.parent), "XLT_DEVICE": "cpu"}
     endpoint = f"127.0.0.1:{free_port()}"
-    nodes = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node_rank", str(i),
+    nodes = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes", "2",
                                "--nproc_per_node", "1", "--rdzv_backend", "c10d", "--rdzv_endpoint", endpoint,
                                "--rdzv_id", "xlt-test", "-m", "xlt", "pretrain", "--run-dir", str(two_nodes), *args],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-             for i in range(2)]
+             for _ in range(2)]
     for node in nodes:
         _, stderr = node.communicate(timeout=300)
         assert node.returncode == 0, stderr[-3000:]

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="GNU make i
 
 # Settings a caller's environment could pass to the Makefile (`?=`), and an outer make's flags (the
 # suite itself runs under `make test`: its -j and --output-sync would reach this make too).
-LEAKING = {"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "SCALE", "W", "LANGS", "ANALYSIS_LANGS", "XLT_DATA", "GPUS", "NNODES", "NODE_RANK"}
+LEAKING = {"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "SCALE", "W", "LANGS", "ANALYSIS_LANGS", "XLT_DATA", "GPUS", "NNODES", "MASTER", "BATCH"}
 
 
 def dry_run(work, *args: str) -> list[str]:
@@ -82,3 +82,22 @@ def test_a_language_added_to_a_finished_run_is_made_and_nothing_else(tmp_path):
     compared = xlt_commands(lines, "cka compare")
     assert len(compared) == 3 and all("--lang-b de" in line for line in compared)
     assert any("report figure7" in line and "--langs fr,ru,zh,de" in line for line in xlt_commands(lines, "report"))
+
+
+def test_several_nodes_prepare_once_then_pretrain_together(tmp_path):
+    work = tmp_path / "w"
+    prepare = dry_run(work, "SCALE=paper", "prepare-table1")
+    # every token store of Table 1 (Wiki-CC only where a web corpus exists), and no training
+    assert len(xlt_commands(prepare, "-q binarize")) == 3 + 2 + 3 + 3 + 3
+    assert xlt_commands(prepare, "pretrain") == [] and xlt_commands(prepare, "finetune") == []
+    plan = "\n".join(dry_run(work, "SCALE=paper", "NNODES=2", "MASTER=node0:29500", "pretrain-table1"))
+    pretrain = xlt_commands(plan.replace("\\\n", " ").splitlines(), "pretrain")  # whole commands
+    assert len(pretrain) == 10 * 3 - 1
+    for line in pretrain:
+        assert "--nnodes 2 " in line and "--rdzv_endpoint node0:29500 " in line and "--node_rank" not in line
+        # checkpoints far more often than evaluations: a crash loses 5k steps, not an epoch of 200k
+        assert "--save-every 5000 " in line and "--eval-every 200000 " in line
+    env = {k: v for k, v in os.environ.items() if k not in LEAKING}
+    proc = subprocess.run(["make", "-n", f"W={work}", "SCALE=paper", "NNODES=2", "pretrain-table1"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode != 0 and "NNODES=2 needs MASTER=" in proc.stderr

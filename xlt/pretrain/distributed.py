@@ -8,10 +8,10 @@ One node, 8 GPUs::
 
     torchrun --nproc_per_node 8 -m xlt pretrain --run-dir runs/en-fr ...
 
-Two nodes (run on each, with its own ``--node_rank``)::
+Two nodes (the same command on each; the rendezvous numbers the nodes, so rank 0 may be on either)::
 
-    torchrun --nnodes 2 --node_rank 0 --nproc_per_node 8 \\
-        --rdzv_backend c10d --rdzv_endpoint HOST0:29500 -m xlt pretrain --run-dir runs/en-fr ...
+    torchrun --nnodes 2 --nproc_per_node 8 \\
+        --rdzv_backend c10d --rdzv_endpoint HOST0:29500 -m xlt pretrain --run-dir /shared/runs/en-fr ...
 """
 
 from __future__ import annotations
