@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from xlt.finetune.config import TASK_DEFAULTS, RunSettings, default_path  # noqa: E402
 from xlt.finetune.ordering import evaluation_order, example_sizes, ordered_batches, padding_fraction  # noqa: E402
 from xlt.finetune.registry import get_task  # noqa: E402
+from xlt.finetune.runner import autocast_dtype  # noqa: E402
 from xlt.finetune.trainer import RunTrainer, SourceData  # noqa: E402
 from xlt.model.config import EncoderConfig  # noqa: E402
 from xlt.model.heads import MaskedLM  # noqa: E402
@@ -83,9 +84,7 @@ def measure(task_name: str, args: argparse.Namespace, root: str) -> dict:
     dev_batches = [ob.batch for ob in ordered_batches(task, dev, dev_sorted, text, labels, args.eval_batch_size, max_len)]
     # The epoch's own dev evaluation is kept out of the training figure: one dev example.
     one_dev = [ob.batch for ob in ordered_batches(task, dev[:1], [0], text, labels, 1, max_len)]
-    # What the runner does (Experiment.autocast_dtype): bf16 autocast on a GPU that has it natively.
-    native_bf16 = args.device.startswith("cuda") and torch.cuda.is_bf16_supported(including_emulation=False)
-    autocast = torch.bfloat16 if args.precision == "bf16" or (args.precision == "auto" and native_bf16) else None
+    autocast = autocast_dtype(args.precision, torch.device(args.device))  # as xlt finetune decides it
     out["precision"] = "bf16" if autocast else "fp32"
     trainer = None
     for bucket in (False, True):

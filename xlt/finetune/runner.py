@@ -67,6 +67,15 @@ def resolve_task(name: str, settings: dict[str, Any]) -> Task:
     return get_task(name, **settings)
 
 
+def autocast_dtype(precision: str, device: torch.device) -> Optional[torch.dtype]:
+    """bf16 autocast or None (fp32) for ``--precision``; emulated bf16 (GPUs before Ampere) is slower than fp32."""
+    if precision == "bf16":
+        return torch.bfloat16
+    if precision == "auto" and device.type == "cuda" and torch.cuda.is_bf16_supported(including_emulation=False):
+        return torch.bfloat16
+    return None
+
+
 def short_hash(obj: Any, n: int = 12) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:n]
 
@@ -191,13 +200,7 @@ class Experiment:
         return self._eval_batches[lang, split]
 
     def autocast_dtype(self) -> Optional[torch.dtype]:
-        """bf16 autocast or None (fp32); emulated bf16 (GPUs before Ampere) is slower than fp32."""
-        if self.cfg.precision == "bf16":
-            return torch.bfloat16
-        if self.cfg.precision == "auto" and self.device.type == "cuda" and \
-                torch.cuda.is_bf16_supported(including_emulation=False):
-            return torch.bfloat16
-        return None
+        return autocast_dtype(self.cfg.precision, self.device)
 
     def source_data(self) -> SourceData:
         autocast = self.autocast_dtype()
