@@ -82,7 +82,7 @@ def test_cli_names_the_unreadable_checkpoint(kind, says, run_copy, tmp_path):
 
 BAD_PRETRAIN = [("eval-every", "0"), ("log-every", "0"), ("save-every", "0"), ("max-steps", "0"), ("lr", "0"),
                 ("lr", "-1e-4"), ("warmup-steps", "-5"), ("warmup-init-lr", "0"), ("warmup-init-lr", "1e-2"),
-                ("eval-batches", "0"), ("weight-decay", "-1"), ("clip-norm", "-1")]
+                ("eval-batches", "0"), ("weight-decay", "-1"), ("clip-norm", "-1"), ("precision", "fp8")]
 
 
 @pytest.fixture(scope="module")

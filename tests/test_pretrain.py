@@ -80,6 +80,16 @@ def test_resume_equals_uninterrupted(inputs, tmp_path):
     assert steps == sorted(set(steps)), "a resumed run must not log a step twice"
 
 
+def test_an_attempt_killed_before_its_first_checkpoint_starts_over_with_its_metrics(inputs, tmp_path):
+    straight, restarted = tmp_path / "straight", tmp_path / "restarted"
+    run_xlt("pretrain", "--run-dir", straight, *inputs["args"], *tiny_args(6), check=True)
+    run_xlt("pretrain", "--run-dir", restarted, *inputs["args"], *tiny_args(6), check=True)
+    (restarted / "checkpoints" / "last.pt").unlink()  # as if killed after logging, before saving
+    run_xlt("pretrain", "--run-dir", restarted, *inputs["args"], *tiny_args(6), check=True)
+    assert (restarted / "metrics.jsonl").read_text().count('"loss"') == 3  # steps 2, 4, 6 once each
+    assert_same_weights(weights(straight), weights(restarted))
+
+
 def test_sigkill_at_any_moment_then_resume_equals_uninterrupted(inputs, tmp_path):
     straight = tmp_path / "straight"
     run_xlt("pretrain", "--run-dir", straight, *inputs["args"], *tiny_args(24), check=True)

@@ -152,6 +152,16 @@ def test_language_prefixed_vocabulary_uses_the_language(tmp_path):
     assert fr.header["language"] == "fr" and fr.header["n_unk"] == 2
 
 
+def test_a_language_the_vocabulary_does_not_know_is_refused(tmp_path):
+    vocab, vocab_path = make_vocab(tmp_path, ["en:the", "fr:le"], languages=["en", "fr"], owners=[1, 2],
+                                   prefix_lang=True)
+    src = write_text(tmp_path / "x.bpe", ["the"])
+    with pytest.raises(XltError, match="'de' is not one of the vocabulary's \\(en, fr\\)") as err:
+        binarize(src, vocab_path, "de", tmp_path / "st_de")
+    assert err.value.path == str(vocab_path)
+    assert not list(tmp_path.glob("st_de*"))
+
+
 def test_access_helpers_are_views_into_the_memmap(tmp_path):
     vocab, _ = make_vocab(tmp_path)
     binarize(write_text(tmp_path / "en.bpe", LINES), vocab, "en", tmp_path / "st")

@@ -93,8 +93,12 @@ def binarize(source: PathLike, vocab: Union[Vocabulary, PathLike], lang: str, pr
         XltError: unreadable or non-UTF-8 input (with its line), an empty corpus, a missing output
             directory. Nothing is left under the output names in that case.
     """
+    vocab_path = None if isinstance(vocab, Vocabulary) else os.fspath(vocab)
     if not isinstance(vocab, Vocabulary):
         vocab = Vocabulary.load(vocab)
+    if vocab.languages and lang not in vocab.languages:
+        # A mistyped language would encode every token of a prefixed vocabulary as <unk>, silently.
+        raise XltError(f"language {lang!r} is not one of the vocabulary's ({', '.join(vocab.languages)})", vocab_path)
     source = os.fspath(source)
     if source != "-":
         require_file(source, "input file")

@@ -138,10 +138,6 @@ class EncoderConfig:
                 raise XltError(f"language code {lang!r} must be a non-empty identifier such as 'en' or 'zh_hans'")
         self.sharing.validate(self.n_layers)
 
-    @property
-    def head_dim(self) -> int:
-        return self.d_model // self.n_heads
-
     @classmethod
     def preset(cls, name: str, *, vocab_size: int, languages: list[str],
                sharing: SharingSpec | str = "default", **overrides: Any) -> "EncoderConfig":

@@ -76,6 +76,8 @@ class PretrainConfig:
                  self.warmup_init_lr)
         _require(self.weight_decay >= 0, "weight_decay", "0 or more", self.weight_decay)
         _require(self.clip_norm >= 0, "clip_norm", "0 (off) or more", self.clip_norm)
+        if self.precision not in PRECISIONS:
+            raise XltError(f"--precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -88,6 +90,8 @@ def _require(ok: bool, name: str, what: str, value) -> None:
     if not ok:
         raise XltError(f"--{name.replace('_', '-')} must be {what}, got {value:g}")
 
+
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
 # Keys that may change when the same run directory is started again (to train for longer).
 MUTABLE_KEYS = ("max_steps", "log_every", "eval_batches")

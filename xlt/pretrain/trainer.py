@@ -202,6 +202,8 @@ class Pretrainer:
                 if self.d.is_main:
                     self.metrics.truncate_after(self.step)
                     log.info(f"resuming {self.run_dir} at step {self.step}")
+            elif self.d.is_main:  # an attempt killed before its first checkpoint starts over: so do its metrics
+                self.metrics.truncate_after(0)
             return self._loop()
 
     def _loop(self) -> dict[str, Any]:

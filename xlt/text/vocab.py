@@ -65,10 +65,6 @@ class Vocabulary:
     def index(self, token: str) -> int:
         return self._index.get(token, SPECIALS.index(UNK))
 
-    def entry(self, token: str, lang: str) -> str:
-        """The vocabulary entry for ``token`` of language ``lang`` (``fr:chat`` under ``prefix_lang``)."""
-        return f"{lang}:{token}" if self.prefix_lang else token
-
     def encode(self, tokens: Sequence[str], lang: str) -> list[int]:
         """Model ids of a sentence's subword tokens; unknown tokens map to ``<unk>``."""
         unk = SPECIALS.index(UNK)
@@ -78,10 +74,6 @@ class Vocabulary:
 
     def token(self, idx: int) -> str:
         return SPECIALS[idx] if idx < len(SPECIALS) else self.tokens[idx - len(SPECIALS)]
-
-    @property
-    def special_ids(self) -> dict[str, int]:
-        return {s: i for i, s in enumerate(SPECIALS)}
 
     # ---- ownership ---------------------------------------------------------------------------
     def language_ids(self, lang: str) -> list[int]:

@@ -51,7 +51,7 @@ def open_binary(path: PathLike) -> BinaryIO:
     return open(path, "rb")
 
 
-def read_lines(path: PathLike, keep_newline: bool = False) -> Iterator[str]:
+def read_lines(path: PathLike) -> Iterator[str]:
     """Yield the lines of a UTF-8 text file without their line ending (``\\n`` or ``\\r\\n``).
 
     Raises:
@@ -67,14 +67,11 @@ def read_lines(path: PathLike, keep_newline: bool = False) -> Iterator[str]:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
                 raise XltError(f"not valid UTF-8 (byte {e.start + 1} of the line)", path, lineno) from None
-            if not keep_newline:
-                line = line.rstrip("\n")
-                if line.endswith("\r"):
-                    line = line[:-1]
+            line = line.rstrip("\n")
+            if line.endswith("\r"):
+                line = line[:-1]
             yield line
     except (EOFError, lzma.LZMAError, gzip.BadGzipFile, OSError) as e:
-        if isinstance(e, XltError):
-            raise
         raise XltError(f"cannot read compressed input ({e})", path, lineno + 1) from None
     finally:
         if f is not sys.stdin.buffer:
