@@ -176,6 +176,13 @@ def test_library_settings_reject_n_sentences_below_one(n, tiny_run, tmp_path):
     assert not (tmp_path / "means.npz").exists()
 
 
+def test_an_empty_shift_grid_is_refused_before_decoding():
+    with pytest.raises(XltError, match="--alphas needs at least one"):
+        TranslateSettings(alphas=())
+    with pytest.raises(XltError, match="--layers needs at least one"):
+        TranslateSettings(layers=[])
+
+
 # ---- 5. the run directory's copies of the vocabulary and codes ---------------------------------------
 
 def test_resume_keeps_identical_copies_and_replaces_changed_ones_atomically(inputs, tmp_path):

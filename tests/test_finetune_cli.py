@@ -170,3 +170,12 @@ def test_an_unseen_tag_in_a_target_file_fails_before_any_training(world, tmp_pat
                      "--eval", "fr", tmp_path / "fr-dev", tmp_path / "fr-test")
     assert_one_line_error(res, f"{tmp_path / 'fr-test'}:2:", "tag 'B-LOC' was not seen in training")
     assert not (out / "runs").exists()
+
+
+def test_the_default_data_layout_is_where_xlt_data_fetch_writes(tmp_path, monkeypatch):
+    from xlt.finetune.config import default_path
+
+    monkeypatch.setenv("XLT_DATA", str(tmp_path))
+    path = default_path("ner", None, "fr", "test")
+    assert path.startswith(str(tmp_path) + os.sep) and "fr" in path
+    assert default_path("ner", "elsewhere", "fr", "test") == os.path.join("elsewhere", path[len(str(tmp_path)) + 1:])

@@ -182,3 +182,21 @@ def test_vocabulary_union_in_process():
     assert list(zip(union.tokens, union.counts, union.owners)) == [("chat", 5, 3), ("the", 5, 1), ("le", 4, 2)]
     prefixed = Vocabulary.union([("en", en), ("fr", fr)], prefix_lang=True)
     assert prefixed.tokens == ["en:the", "fr:le", "fr:chat", "en:chat"] and prefixed.owners == [1, 2, 2, 1]
+
+
+@pytest.mark.parametrize("sidecar,says", [
+    ("[1, 2]", "not a vocabulary ownership sidecar"),
+    ('{"format": "something-else"}', "format 'something-else'"),
+    ("{not json", "not a valid vocabulary ownership sidecar"),
+    ('{"format": "FORMAT", "languages": ["en"]}', "without its 'languages' and 'owners' lists"),
+    ('{"format": "FORMAT", "languages": ["en"], "owners": [1]}', "does not match its vocabulary file"),
+])
+def test_a_damaged_ownership_sidecar_is_one_error_naming_it(sidecar, says, tmp_path):
+    from xlt.text.vocab import SIDECAR_FORMAT
+
+    Vocabulary(["a", "b"], [2, 1], languages=["en"], owners=[1, 1]).save(tmp_path / "vocab")
+    path = tmp_path / f"vocab{SIDECAR_SUFFIX}"
+    path.write_text(sidecar.replace("FORMAT", SIDECAR_FORMAT), encoding="utf-8")
+    with pytest.raises(XltError, match=says.replace("(", "\\(")) as err:
+        Vocabulary.load(tmp_path / "vocab")
+    assert err.value.path == str(path)

@@ -54,8 +54,9 @@ def _load_npz(path: str, expected_format: str, keys: Sequence[str]) -> tuple[dic
             arrays = {k: data[k] for k in keys}
     except (ValueError, KeyError, OSError) as e:
         raise XltError(f"not an {expected_format} file ({e})", path) from None
-    if header.get("format") != expected_format:
-        raise XltError(f"not an {expected_format} file (format {header.get('format')!r})", path)
+    found = header.get("format") if isinstance(header, dict) else None
+    if found != expected_format:
+        raise XltError(f"not an {expected_format} file (format {found!r})", path)
     return header, arrays
 
 
@@ -284,6 +285,10 @@ class TranslateSettings:
         # A negative count would slice off the last sentences instead of keeping the first ones.
         if self.n_sentences is not None and self.n_sentences < 1:
             raise XltError(f"--n-sentences must be at least 1, got {self.n_sentences}")
+        if not self.alphas:  # an empty grid would fail only after the whole decoding pass
+            raise XltError("--alphas needs at least one shift weight, such as 1,2,3")
+        if self.layers is not None and not self.layers:
+            raise XltError("--layers needs at least one layer")
 
 
 def translate(run_dir: str, shift_path: str, input_path: str, reference_path: str, settings: TranslateSettings,

@@ -55,13 +55,17 @@ DATA_LAYOUT: dict[str, dict[str, Any]] = {
 }
 
 
-def default_path(task: str, data_dir: str, lang: str, split: str) -> str:
+def default_path(task: str, data_dir: Optional[str], lang: str, split: str) -> str:
     """The layout's file for (task, language, split), or XltError saying which option to give."""
     entry = DATA_LAYOUT.get(task, {}).get(split)
     pattern = entry.get(lang, entry.get("*")) if isinstance(entry, dict) else entry
     if pattern is None:
         option = {"train": "--train LANG PATH", "dev": "--dev LANG PATH"}.get(split, "--eval LANG DEV TEST")
         raise XltError(f"no default {split} file for task {task!r} in language {lang!r}; give {option}")
+    if data_dir is None:
+        from xlt.data.recipes import data_dir as fetched_data_dir
+
+        data_dir = str(fetched_data_dir())
     return os.path.join(data_dir, pattern.format(lang=lang, split=split))
 
 
@@ -111,7 +115,8 @@ class FinetuneConfig:
                                "but the source)", default_factory=list, metavar="LANG")
     eval: dict[str, tuple[str, str]] = _help("a target language with explicit dev and test files (repeatable); "
                                              "implies --target LANG", default_factory=dict, metavar="LANG DEV TEST")
-    data_dir: str = _help("root of the default data layout (what xlt data fetch writes)", default="data")
+    data_dir: Optional[str] = _help("root of the default data layout (default: where xlt data fetch writes, "
+                                    "$XLT_DATA or the repository's data/)", default=None)
     task_settings: dict[str, Any] = _help("settings passed to the task's constructor (JSON values)",
                                           default_factory=dict, metavar="KEY VALUE")
     batch_size: Optional[list[int]] = _help("batch sizes to search (XNLI default 4,8; NER/parsing 16,32)",

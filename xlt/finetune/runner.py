@@ -38,7 +38,7 @@ from xlt.finetune.ordering import ExampleSizes, evaluation_order, example_sizes,
 from xlt.finetune.task import Batch, Task
 from xlt.finetune.trainer import RunTrainer, SourceData
 from xlt.finetune.transforms import LayerMap, TargetShift, load_map, load_shift
-from xlt.pretrain.pretrained import PretrainedRun, TextPipeline
+from xlt.pretrain.pretrained import PretrainedRun
 from xlt.utils import log
 from xlt.utils.device import resolve_device
 from xlt.utils.errors import XltError, require_file
@@ -127,7 +127,6 @@ class Experiment:
         self.model_identity = {"checkpoint": cfg.checkpoint, "vocab_sha256": self.pretrained.vocab.sha256,
                                "checkpoint_sha256": file_sha256(os.path.join(cfg.model, "checkpoints",
                                                                              f"{cfg.checkpoint}.pt"))}
-        self._texts: dict[str, TextPipeline] = {}
         self._sizes: dict[tuple[str, str], ExampleSizes] = {}
         self._eval_batches: dict[tuple[str, str], list[Batch]] = {}
         self.runs_dir = os.path.join(cfg.output, "runs")
@@ -177,16 +176,10 @@ class Experiment:
             table[transform.target] = transform
         return maps, shifts
 
-    def text(self, lang: str) -> TextPipeline:
-        """One pipeline per language for the whole command: tasks keep encodings per pipeline object."""
-        if lang not in self._texts:
-            self._texts[lang] = self.pretrained.text(lang)
-        return self._texts[lang]
-
     def sizes(self, lang: str, split: str) -> ExampleSizes:
         if (lang, split) not in self._sizes:
             s = self.splits[split, lang]
-            self._sizes[lang, split] = example_sizes(self.task, s.examples, self.text(lang), self.labels, self.max_len)
+            self._sizes[lang, split] = example_sizes(self.task, s.examples, self.pretrained.text(lang), self.labels, self.max_len)
         return self._sizes[lang, split]
 
     def eval_batches(self, lang: str, split: str) -> list[Batch]:
@@ -195,7 +188,7 @@ class Experiment:
             order = evaluation_order(self.sizes(lang, split).lengths)
             self._eval_batches[lang, split] = [
                 ob.batch for ob in ordered_batches(self.task, self.splits[split, lang].examples, order,
-                                                   self.text(lang), self.labels, self.cfg.eval_batch_size,
+                                                   self.pretrained.text(lang), self.labels, self.cfg.eval_batch_size,
                                                    self.max_len)]
         return self._eval_batches[lang, split]
 
@@ -204,7 +197,7 @@ class Experiment:
 
     def source_data(self) -> SourceData:
         autocast = self.autocast_dtype()
-        return SourceData(self.task, self.pretrained, self.labels, self.source, self.text(self.source),
+        return SourceData(self.task, self.pretrained, self.labels, self.source, self.pretrained.text(self.source),
                           self.splits["train", self.source].examples, self.sizes(self.source, "train"),
                           self.splits["dev", self.source].examples, lambda: self.eval_batches(self.source, "dev"),
                           self.device, autocast)

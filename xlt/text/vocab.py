@@ -18,13 +18,12 @@ another vocabulary is refused rather than silently remapped.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from dataclasses import dataclass, field
 from typing import Iterable, Optional, Sequence
 
 from xlt.utils.errors import PathLike, XltError, require_file
-from xlt.utils.textio import atomic_output, file_sha256, read_lines
+from xlt.utils.textio import atomic_output, file_sha256, read_json, read_lines, write_json
 
 BOS, EOS, PAD, UNK, MASK = "<s>", "</s>", "<pad>", "<unk>", "<mask>"
 SPECIALS = (BOS, EOS, PAD, UNK, MASK)
@@ -117,16 +116,13 @@ class Vocabulary:
         return vocab
 
     def _read_sidecar(self, sidecar: str) -> None:
-        try:
-            with open(sidecar, encoding="utf-8") as f:
-                meta = json.load(f)
-        except (ValueError, UnicodeDecodeError) as e:
-            raise XltError(f"not a valid ownership sidecar ({e})", sidecar) from None
-        if meta.get("format") != SIDECAR_FORMAT:
-            raise XltError(f"unknown sidecar format {meta.get('format')!r}", sidecar)
-        if meta.get("vocab_sha256") != self.sha256 or len(meta.get("owners", [])) != len(self.tokens):
+        meta = read_json(sidecar, "vocabulary ownership sidecar", format=SIDECAR_FORMAT)
+        languages, owners = meta.get("languages"), meta.get("owners")
+        if not isinstance(languages, list) or not isinstance(owners, list):
+            raise XltError("ownership sidecar without its 'languages' and 'owners' lists", sidecar)
+        if meta.get("vocab_sha256") != self.sha256 or len(owners) != len(self.tokens):
             raise XltError("ownership sidecar does not match its vocabulary file (was the vocabulary edited?)", sidecar)
-        self.languages, self.owners, self.prefix_lang = meta["languages"], meta["owners"], meta.get("prefix_lang", False)
+        self.languages, self.owners, self.prefix_lang = languages, owners, bool(meta.get("prefix_lang", False))
 
     def save(self, path: PathLike) -> None:
         """Write the fastBPE file (atomically) and, if ownership is known, its sidecar."""
@@ -135,8 +131,6 @@ class Vocabulary:
             f.write(text)
         self.sha256 = hashlib.sha256(text.encode("utf-8")).hexdigest()
         if self.languages:
-            from xlt.utils.textio import write_json
-
             write_json(os.fspath(path) + SIDECAR_SUFFIX, {
                 "format": SIDECAR_FORMAT, "languages": self.languages, "prefix_lang": self.prefix_lang,
                 "vocab_sha256": self.sha256, "owners": self.owners})
