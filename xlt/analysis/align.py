@@ -30,13 +30,12 @@ from xlt.analysis.extract import resolve_layers, word_vectors
 from xlt.analysis.procrustes import ITERNORM_ROUNDS, align_spaces
 from xlt.analysis.retrieval import BLOCK_SIZE, CSLS_K, mean_reciprocal_rank, precision_at_k, topk_cosine, topk_csls
 from xlt.pretrain.pretrained import PretrainedRun
-from xlt.text.vocab import SPECIALS, UNK
+from xlt.text.vocab import UNK_ID
 from xlt.utils import log
 from xlt.utils.device import DEVICE_HELP, resolve_device
 from xlt.utils.errors import XltError
 from xlt.utils.textio import read_lines
 
-UNK_ID = SPECIALS.index(UNK)
 KS = (1, 5, 10)
 
 

@@ -37,12 +37,10 @@ import torch
 from torch import Tensor, nn
 
 from xlt.model.encoder import Encoder
-from xlt.pretrain.pretrained import PretrainedRun, model_input
-from xlt.text.vocab import PAD, SPECIALS
+from xlt.pretrain.pretrained import PretrainedRun, model_input, pad_inputs
 from xlt.utils import log
 from xlt.utils.errors import XltError
 
-PAD_ID = SPECIALS.index(PAD)
 LEVELS = ("sentence", "word", "token")
 POOLINGS = ("first", "mean")
 
@@ -96,18 +94,6 @@ def resolve_layers(n_layers: int, layers: Optional[Sequence[int]], source: Optio
     return chosen
 
 
-def pad_batch(sequences: Sequence[Sequence[int]],
-              device: torch.device | str = "cpu") -> tuple[Tensor, Optional[Tensor]]:
-    """Right-pad id lists -> (ids Long [B,T], padding_mask Bool [B,T] True at pad, or None if none is padded)."""
-    T = max(len(s) for s in sequences)
-    ids = torch.full((len(sequences), T), PAD_ID, dtype=torch.long)
-    for row, seq in enumerate(sequences):
-        ids[row, :len(seq)] = torch.as_tensor(seq, dtype=torch.long)
-    lengths = torch.tensor([len(s) for s in sequences])
-    mask = torch.arange(T)[None, :] >= lengths[:, None]
-    return ids.to(device), (mask.to(device) if bool(mask.any()) else None)
-
-
 def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> Iterator[list[int]]:
     """Indices in batches of ``batch_size``, longest first (little padding, and the largest batch,
     the one that may run out of memory, comes first)."""
@@ -136,7 +122,7 @@ def iter_span_means(model: nn.Module, lang: str, inputs: Sequence[Sequence[int]]
     encoder = encoder_of(model).to(device).eval()
     with log.progress(description, total=len(inputs), unit="sentences") as bar:
         for batch in length_sorted_batches([len(s) for s in inputs], batch_size):
-            ids, padding_mask = pad_batch([inputs[i] for i in batch], device)
+            ids, padding_mask = pad_inputs([inputs[i] for i in batch], device)
             states = encoder(ids, lang, padding_mask, output_hidden_states=True).hidden_states
             B, T = ids.shape
             # Every position is assigned to (at most) one output row; the rest go to a dump row.
@@ -288,7 +274,8 @@ def extract_to_files(run_dir: str, lang: str, input_path: str, output: str, leve
                      batch_size: int = 32, device: str = "cpu", include_specials: bool = False,
                      random_seed: Optional[int] = None) -> dict:
     """``xlt extract``: write ``OUTPUT.npy`` (float32 [L, rows, D], a memmap-able .npy), ``OUTPUT.json``
-    (the header) and, for word/token levels, ``OUTPUT.index.npz`` (``offsets`` [N+1], ``token_ids``).
+    (the header) and ``OUTPUT.index.npz`` (``offsets`` [N+1] of each sentence's rows; ``token_ids`` at
+    token level).
 
     Word level reads one pre-tokenized sentence per line (words separated by spaces). Every file
     goes through a temporary name; the header is written last. Returns the header.

@@ -29,9 +29,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from xlt.analysis.extract import encoder_of, iter_span_means, length_sorted_batches, pad_batch, truncate
-from xlt.pretrain.pretrained import PretrainedRun, model_input
-from xlt.text.vocab import SPECIALS
+from xlt.analysis.extract import encoder_of, iter_span_means, length_sorted_batches, truncate
+from xlt.pretrain.pretrained import PretrainedRun, model_input, pad_inputs
+from xlt.text.vocab import SPECIALS, UNK_ID
 from xlt.utils import log
 from xlt.utils.errors import XltError, require_file
 from xlt.utils.textio import atomic_path, read_json
@@ -66,7 +66,7 @@ def language_mean(run: PretrainedRun, lang: str, lines: Sequence[str], batch_siz
                   model: Optional[nn.Module] = None) -> tuple[np.ndarray, int]:
     """Mean of Language of every layer: (float32 [n_layers+1, D], number of tokens averaged).
 
-    Every (non-special) token of every line weighs the same; sums are kept in float64.
+    Every (non-special) token of every line weighs the same; the sum over sentences is kept in float64.
     """
     model = run.model if model is None else model
     n_layers = encoder_of(model).config.n_layers
@@ -184,7 +184,7 @@ def shift_decode(run: PretrainedRun, shift: LanguageShift, lines: Sequence[str],
     inputs = [model_input(ids) for ids in content]
     with log.progress("shift decoding", total=len(inputs), unit="sentences") as bar:
         for batch in length_sorted_batches([len(s) for s in inputs], batch_size):
-            ids, padding_mask = pad_batch([inputs[i] for i in batch], device)
+            ids, padding_mask = pad_inputs([inputs[i] for i in batch], device)
             states = model.encoder(ids, src, padding_mask, output_hidden_states=True).hidden_states
             predictions = {}
             for layer, alpha in settings:
@@ -255,7 +255,7 @@ def token_set(run: PretrainedRun, lang: str, bpe_text: Optional[str] = None) -> 
     from xlt.utils.textio import read_lines
 
     if bpe_text is not None:
-        unk = SPECIALS.index("<unk>")
+        unk = UNK_ID
         seen = {i for line in read_lines(require_file(bpe_text, "BPE'd text"))
                 for i in run.vocab.encode(line.split(), lang)}
         return seen - {unk}

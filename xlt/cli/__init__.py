@@ -8,7 +8,6 @@ becomes ``xlt <cmd>: error: <file>:<line>: <what>`` on stderr with exit status 2
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import sys
 from typing import Optional
 
@@ -18,7 +17,7 @@ from xlt import __version__
 from xlt.utils import log
 from xlt.utils.errors import EXIT_USAGE, XltError
 
-# name -> "module:attribute"; a module that does not exist yet is simply not listed.
+# name -> "module:attribute", imported only when the subcommand runs (fast --help and start-up).
 SUBCOMMANDS = {
     "tokenize": "xlt.cli.text:tokenize",
     "bpe": "xlt.cli.bpe:bpe",
@@ -68,14 +67,11 @@ class XltGroup(click.Group):
         self.lazy = lazy or {}
 
     def list_commands(self, ctx):
-        present = [n for n, target in self.lazy.items() if importlib.util.find_spec(target.split(":")[0])]
-        return sorted(set(super().list_commands(ctx)) | set(present))
+        return sorted(set(super().list_commands(ctx)) | set(self.lazy))
 
     def get_command(self, ctx, name):
         if name in self.lazy and name not in self.commands:
             module, attr = self.lazy[name].split(":")
-            if importlib.util.find_spec(module) is None:
-                return None
             self.add_command(_track_name(getattr(importlib.import_module(module), attr)), name)
         return super().get_command(ctx, name)
 

@@ -27,7 +27,7 @@ RUN_HELP = "Pretrained run directory (written by xlt pretrain)."
 @click.option("--batch-size", type=int, default=32, show_default=True)
 @device_option
 @click.argument("input_path", metavar="INPUT", type=click.Path())
-@click.option("-o", "--output", required=True, help="Output prefix: writes OUT.npy, OUT.json (and OUT.index.npz).")
+@click.option("-o", "--output", required=True, help="Output prefix: writes OUT.npy, OUT.json and OUT.index.npz (rows of each sentence).")
 def extract(run_dir: str, lang: str, level: str, pooling: str, layers: Optional[str], include_specials: bool,
             checkpoint: str, random_seed: Optional[int], batch_size: int, device: str, input_path: str,
             output: str) -> None:

@@ -38,7 +38,7 @@ from typing import Mapping, Optional, Sequence
 
 import torch
 
-from xlt.text.vocab import MASK, SPECIALS, Vocabulary
+from xlt.text.vocab import MASK_ID, SPECIALS, Vocabulary
 from xlt.utils.errors import XltError
 
 
@@ -158,7 +158,7 @@ class MaskTransform:
     def from_vocabulary(cls, config: MaskingConfig, vocab: Vocabulary, languages: Sequence[str]) -> "MaskTransform":
         """A transform for ``vocab``: all five specials excluded, each language's owned ids as its pool."""
         language_ids = {lang: torch.tensor(vocab.language_ids(lang), dtype=torch.long) for lang in languages}
-        return cls(config, SPECIALS.index(MASK), range(len(SPECIALS)), len(vocab), language_ids)
+        return cls(config, MASK_ID, range(len(SPECIALS)), len(vocab), language_ids)
 
     def __call__(self, batch: torch.Tensor, lang: str, generator: torch.Generator,
                  eval_mode: bool = False) -> MaskedBatch:

@@ -28,7 +28,7 @@ from typing import BinaryIO, Iterable, Optional, Union
 import numpy as np
 
 from xlt import __version__
-from xlt.text.vocab import EOS, SPECIALS, UNK, Vocabulary
+from xlt.text.vocab import EOS_ID, UNK_ID, Vocabulary
 from xlt.utils.textio import file_sha256
 from xlt.utils import log
 from xlt.utils.errors import PathLike, XltError, require_file
@@ -36,8 +36,6 @@ from xlt.utils.textio import atomic_path, read_lines
 
 FORMAT = "xlt-token-store"
 FORMAT_VERSION = 1
-EOS_ID = SPECIALS.index(EOS)
-UNK_ID = SPECIALS.index(UNK)
 
 # Flush the id buffer after this many sentences or tokens, whichever comes first: a few MB of
 # buffer whatever the corpus size, and big enough that numpy's per-call cost does not show.

@@ -34,10 +34,9 @@ from typing import Any, Iterator, Mapping, Optional, Protocol, Sequence
 import numpy as np
 import torch
 
-from xlt.text.vocab import EOS, SPECIALS
+from xlt.text.vocab import EOS_ID
 from xlt.utils.errors import XltError
 
-EOS_ID = SPECIALS.index(EOS)
 STATE_FORMAT = "xlt-stream/1"
 _FEISTEL_ROUNDS = 6
 _MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)

@@ -19,13 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional
 
 from xlt.utils.errors import XltError
+from xlt.utils.typed import help_field
 
 SCHEDULES = ("constant", "linear")
 LANG_EMBEDDING_AT_TEST = ("target", "source")
-
-
-def _help(text: str, metavar: Optional[str] = None, **kwargs):
-    return field(metadata={"help": text, "metavar": metavar}, **kwargs)
 
 
 # Wu et al. (2020) §3.2. XNLI follows XLM's recipe (the code they used): Adam with fixed learning
@@ -101,70 +98,76 @@ class RunSettings:
 class FinetuneConfig:
     """A zero-shot transfer experiment: fine-tune on the source language, evaluate on every target."""
 
-    task: str = _help("task name (xnli, ner, parse) or a plugin 'module:Class' implementing xlt.finetune.task.Task")
-    model: str = _help("pretrained run directory (xlt pretrain --run-dir)", metavar="RUN_DIR")
-    output: str = _help("results directory: results.json, summary.md and runs/<hash>/ per run", metavar="DIR")
-    checkpoint: str = _help("which pretrained checkpoint to start from: best (dev perplexity) or last", default="best")
-    source: Optional[str] = _help("source (training) language; default: the language of --train/--dev, else en",
-                                  default=None, metavar="LANG")
-    train: Optional[tuple[str, str]] = _help("source language and its training file (default: the task's layout "
-                                             "under --data-dir)", default=None, metavar="LANG PATH")
-    dev: Optional[tuple[str, str]] = _help("source language and its dev file: model selection uses it and nothing "
-                                           "else", default=None, metavar="LANG PATH")
-    targets: list[str] = _help("target languages (repeatable or comma list; default: every language of the model "
-                               "but the source)", default_factory=list, metavar="LANG")
-    eval: dict[str, tuple[str, str]] = _help("a target language with explicit dev and test files (repeatable); "
-                                             "implies --target LANG", default_factory=dict, metavar="LANG DEV TEST")
-    data_dir: Optional[str] = _help("root of the default data layout (default: where xlt data fetch writes, "
-                                    "$XLT_DATA or the repository's data/)", default=None)
-    task_settings: dict[str, Any] = _help("settings passed to the task's constructor (JSON values)",
-                                          default_factory=dict, metavar="KEY VALUE")
-    batch_size: Optional[list[int]] = _help("batch sizes to search (XNLI default 4,8; NER/parsing 16,32)",
-                                            default=None, metavar="N[,N...]")
-    encoder_lr: Optional[list[float]] = _help("encoder learning rates to search (XNLI default 1.25e-6,2.5e-6,5e-6; "
-                                              "NER/parsing 2e-5,3e-5,5e-5)", default=None, metavar="LR[,LR...]")
-    head_lr: Optional[list[float]] = _help("task-head learning rates to search (XNLI default 5e-6,2.5e-5,1.25e-4); "
-                                           "unset for NER/parsing: the head uses the encoder's rate",
-                                           default=None, metavar="LR[,LR...]")
-    seeds: list[int] = _help("seeds: every grid point runs once per seed (crosslingual-nlp: 12,156,78,37,8)",
-                             default_factory=lambda: [12], metavar="N[,N...]")
-    epochs: Optional[int] = _help("epochs (XNLI default 200; NER/parsing 10); a checkpoint after each", default=None)
-    epoch_size: Optional[int] = _help("training examples per epoch, drawn without replacement across passes "
-                                      "(XLM's --epoch_size; XNLI default 20000); unset: one pass over the data",
-                                      default=None)
-    schedule: Optional[str] = _help("learning-rate schedule: constant (XNLI default) or linear (warm-up, then "
-                                    "linear decay to 0; NER/parsing default)", default=None)
-    warmup_fraction: float = _help("share of all steps spent warming up under the linear schedule", default=0.1)
-    max_len: Optional[int] = _help("maximum subword positions per input (XNLI/parsing 256, NER 128)", default=None)
-    eval_batch_size: int = _help("batch size for evaluation (does not change results)", default=64)
-    dropout: Optional[float] = _help("dropout in the encoder while fine-tuning; unset: the pretrained model's",
-                                     default=None)
-    freeze_bottom: int = _help("also freeze the embeddings and the bottom K shared layers (Liu et al. 2020 "
-                               "fine-tune the last 6 of 12: K=6); 0 freezes only language-specific parts",
-                               default=0, metavar="K")
-    lang_embedding_at_test: str = _help("language-embedding id fed for a target at test time: target (as "
-                                        "crosslingual-nlp) or source", default="target")
-    clip_norm: float = _help("gradient clipping, max L2 norm (0 disables; XLM's default 5)", default=5.0)
-    bucket: bool = _help("group training batches by length within chunks of 100 batches (less padding)",
-                         default=True)
-    map_dir: list[str] = _help("test-time linear maps: a directory from xlt align dictionary (map.json + "
-                               "W_layer{i}.npy) mapping one target's layer output into the source space "
-                               "(repeatable, one per target)", default_factory=list, metavar="DIR")
-    map_layer: Optional[int] = _help("layer whose output is mapped (0 = embeddings); needed when a map "
-                                     "directory holds several layers", default=None)
-    shift: list[str] = _help("test-time mean-difference shift (Liu et al. 2020): a file of xlt shift-decode shift "
-                             "--src means.TARGET.npz --tgt means.SOURCE.npz (repeatable, one per target); the "
-                             "target's layer output gets alpha * (mean_source - mean_target) added",
-                             default_factory=list, metavar="FILE")
-    shift_layer: Optional[int] = _help("layer whose output is shifted (Liu et al.: 6)", default=None)
-    shift_alpha: list[float] = _help("shift weights; with several, each target picks its own on its dev set "
-                                     "(as Liu et al.'s Table 4)", default_factory=lambda: [1.0], metavar="A[,A...]")
-    device: str = _help("cpu, cuda, cuda:N or auto (CUDA when present)", default="auto")
-    precision: str = _help("auto (bf16 autocast on CUDA that supports it natively, else fp32), fp32, or bf16 "
-                           "(autocast on any device, CPUs included)", default="auto")
-    keep_weights: bool = _help("keep each run's best fine-tuned weights (trainable parts only) so new targets "
-                               "or test-time transforms can be evaluated later without training again",
-                               default=True)
+    task: str = help_field(
+        "task name (xnli, ner, parse) or a plugin 'module:Class' implementing xlt.finetune.task.Task")
+    model: str = help_field("pretrained run directory (xlt pretrain --run-dir)", metavar="RUN_DIR")
+    output: str = help_field("results directory: results.json, summary.md and runs/<hash>/ per run", metavar="DIR")
+    checkpoint: str = help_field("which pretrained checkpoint to start from: best (dev perplexity) or last",
+                                 default="best")
+    source: Optional[str] = help_field("source (training) language; default: the language of --train/--dev, else en",
+                                       default=None, metavar="LANG")
+    train: Optional[tuple[str, str]] = help_field("source language and its training file (default: the task's layout "
+                                                  "under --data-dir)", default=None, metavar="LANG PATH")
+    dev: Optional[tuple[str, str]] = help_field("source language and its dev file: model selection uses it and nothing "
+                                                "else", default=None, metavar="LANG PATH")
+    targets: list[str] = help_field("target languages (repeatable or comma list; default: every language of the model "
+                                    "but the source)", default_factory=list, metavar="LANG")
+    eval: dict[str, tuple[str, str]] = help_field(
+        "a target language with explicit dev and test files (repeatable); implies --target LANG",
+        default_factory=dict, metavar="LANG DEV TEST")
+    data_dir: Optional[str] = help_field("root of the default data layout (default: where xlt data fetch writes, "
+                                         "$XLT_DATA or the repository's data/)", default=None)
+    task_settings: dict[str, Any] = help_field("settings passed to the task's constructor (JSON values)",
+                                               default_factory=dict, metavar="KEY VALUE")
+    batch_size: Optional[list[int]] = help_field("batch sizes to search (XNLI default 4,8; NER/parsing 16,32)",
+                                                 default=None, metavar="N[,N...]")
+    encoder_lr: Optional[list[float]] = help_field(
+        "encoder learning rates to search (XNLI default 1.25e-6,2.5e-6,5e-6; NER/parsing 2e-5,3e-5,5e-5)",
+        default=None, metavar="LR[,LR...]")
+    head_lr: Optional[list[float]] = help_field(
+        "task-head learning rates to search (XNLI default 5e-6,2.5e-5,1.25e-4); unset for NER/parsing: the "
+        "head uses the encoder's rate", default=None, metavar="LR[,LR...]")
+    seeds: list[int] = help_field("seeds: every grid point runs once per seed (crosslingual-nlp: 12,156,78,37,8)",
+                                  default_factory=lambda: [12], metavar="N[,N...]")
+    epochs: Optional[int] = help_field("epochs (XNLI default 200; NER/parsing 10); a checkpoint after each",
+                                       default=None)
+    epoch_size: Optional[int] = help_field("training examples per epoch, drawn without replacement across passes "
+                                           "(XLM's --epoch_size; XNLI default 20000); unset: one pass over the data",
+                                           default=None)
+    schedule: Optional[str] = help_field("learning-rate schedule: constant (XNLI default) or linear (warm-up, then "
+                                         "linear decay to 0; NER/parsing default)", default=None)
+    warmup_fraction: float = help_field("share of all steps spent warming up under the linear schedule", default=0.1)
+    max_len: Optional[int] = help_field("maximum subword positions per input (XNLI/parsing 256, NER 128)", default=None)
+    eval_batch_size: int = help_field("batch size for evaluation (does not change results)", default=64)
+    dropout: Optional[float] = help_field("dropout in the encoder while fine-tuning; unset: the pretrained model's",
+                                          default=None)
+    freeze_bottom: int = help_field("also freeze the embeddings and the bottom K shared layers (Liu et al. 2020 "
+                                    "fine-tune the last 6 of 12: K=6); 0 freezes only language-specific parts",
+                                    default=0, metavar="K")
+    lang_embedding_at_test: str = help_field("language-embedding id fed for a target at test time: target (as "
+                                             "crosslingual-nlp) or source", default="target")
+    clip_norm: float = help_field("gradient clipping, max L2 norm (0 disables; XLM's default 5)", default=5.0)
+    bucket: bool = help_field("group training batches by length within chunks of 100 batches (less padding)",
+                              default=True)
+    map_dir: list[str] = help_field("test-time linear maps: a directory from xlt align dictionary (map.json + "
+                                    "W_layer{i}.npy) mapping one target's layer output into the source space "
+                                    "(repeatable, one per target)", default_factory=list, metavar="DIR")
+    map_layer: Optional[int] = help_field("layer whose output is mapped (0 = embeddings); needed when a map "
+                                          "directory holds several layers", default=None)
+    shift: list[str] = help_field("test-time mean-difference shift (Liu et al. 2020): a file of xlt shift-decode shift "
+                                  "--src means.TARGET.npz --tgt means.SOURCE.npz (repeatable, one per target); the "
+                                  "target's layer output gets alpha * (mean_source - mean_target) added",
+                                  default_factory=list, metavar="FILE")
+    shift_layer: Optional[int] = help_field("layer whose output is shifted (Liu et al.: 6)", default=None)
+    shift_alpha: list[float] = help_field(
+        "shift weights; with several, each target picks its own on its dev set (as Liu et al.'s Table 4)",
+        default_factory=lambda: [1.0], metavar="A[,A...]")
+    device: str = help_field("cpu, cuda, cuda:N or auto (CUDA when present)", default="auto")
+    precision: str = help_field("auto (bf16 autocast on CUDA that supports it natively, else fp32), fp32, or bf16 "
+                                "(autocast on any device, CPUs included)", default="auto")
+    keep_weights: bool = help_field("keep each run's best fine-tuned weights (trainable parts only) so new targets "
+                                    "or test-time transforms can be evaluated later without training again",
+                                    default=True)
 
     def __post_init__(self) -> None:
         self.targets = [t for item in self.targets for t in str(item).split(",") if t]

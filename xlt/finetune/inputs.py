@@ -2,7 +2,8 @@
 
 * :func:`example_order` -- the order of one pass over the examples the runner hands over
   (permuted by the runner's generator when ``shuffle``, so a resumed run replays it).
-* :func:`pad_ids` / :func:`pad_rows` -- right-padding to the longest row.
+* :func:`pad_rows` -- right-padding label rows to the longest row (model inputs are padded by
+  :func:`~xlt.pretrain.pretrained.pad_inputs`).
 * :class:`EncodingMemo` -- tokenization (Moses + BPE) costs ~50 µs per CoNLL word on CPU, i.e.
   seconds per epoch of WikiANN or UD English; the memo keeps each example's encoding per text
   pipeline, so only the first pass pays for it.
@@ -20,11 +21,9 @@ import torch
 from torch import Tensor
 
 from xlt.pretrain.pretrained import TextPipeline
-from xlt.text.vocab import PAD, SPECIALS
 from xlt.utils.errors import XltError
 from xlt.utils.typed import conform
 
-PAD_ID = SPECIALS.index(PAD)
 IGNORE = -100          # target id that cross-entropy skips (torch's default ignore_index)
 
 T = TypeVar("T")
@@ -44,14 +43,6 @@ def pad_rows(rows: Sequence[Sequence[int]], value: int) -> Tensor:
     for i, row in enumerate(rows):
         out[i, :len(row)] = torch.as_tensor(list(row), dtype=torch.long)
     return out
-
-
-def pad_ids(rows: Sequence[Sequence[int]]) -> tuple[Tensor, Optional[Tensor]]:
-    """Model inputs -> (input_ids [B,T] padded with ``<pad>``, padding_mask [B,T] True at pads, or None)."""
-    ids = pad_rows(rows, PAD_ID)
-    lengths = torch.tensor([len(r) for r in rows])
-    mask = torch.arange(ids.shape[1])[None, :] >= lengths[:, None]
-    return ids, (mask if bool(mask.any()) else None)
 
 
 class EncodingMemo:

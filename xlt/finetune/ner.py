@@ -23,10 +23,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from xlt.finetune.inputs import IGNORE, EncodingMemo, example_order, pad_ids, pad_rows, settings_from
+from xlt.finetune.inputs import IGNORE, EncodingMemo, example_order, pad_rows, settings_from
 from xlt.finetune.metrics import F1_MODES, postprocess_tags, span_f1, tag_type
 from xlt.finetune.task import Batch, LinearHead, Task
-from xlt.pretrain.pretrained import TextPipeline, model_input
+from xlt.pretrain.pretrained import TextPipeline, model_input, pad_inputs
 from xlt.utils.errors import XltError
 from xlt.utils.textio import read_numbered_lines
 
@@ -293,7 +293,7 @@ class NERTask(Task):
     @staticmethod
     def _batch(rows: list) -> Batch:
         example_ids, inputs, positions, words, tags = zip(*rows)
-        input_ids, padding_mask = pad_ids(inputs)
+        input_ids, padding_mask = pad_inputs(inputs)
         return Batch(input_ids, padding_mask, list(example_ids),
                      {"word_positions": pad_rows(positions, 0), "word_index": pad_rows(words, -1),
                       "tags": pad_rows(tags, IGNORE)})

@@ -26,11 +26,11 @@ import torch.nn.functional as F
 from conllu.parser import DEFAULT_FIELD_PARSERS, ParseException
 from torch import Tensor, nn
 
-from xlt.finetune.inputs import IGNORE, EncodingMemo, example_order, pad_ids, pad_rows, settings_from
+from xlt.finetune.inputs import IGNORE, EncodingMemo, example_order, pad_rows, settings_from
 from xlt.finetune.metrics import attachment_scores, strip_subtype
 from xlt.finetune.mst import decode_tree
 from xlt.finetune.task import Batch, Task, TaskHead
-from xlt.pretrain.pretrained import TextPipeline, model_input
+from xlt.pretrain.pretrained import TextPipeline, model_input, pad_inputs
 from xlt.utils.errors import XltError
 from xlt.utils.log import info
 from xlt.utils.textio import read_numbered_lines
@@ -255,7 +255,7 @@ class ParseTask(Task):
                 heads.append(gold)
                 relations.append([relation_id.get(self.relation(r), IGNORE) if h != IGNORE else IGNORE
                                   for r, h in zip(tree.relations[:n], gold)])
-            input_ids, padding_mask = pad_ids(inputs)
+            input_ids, padding_mask = pad_inputs(inputs)
             yield Batch(input_ids, padding_mask, chosen,
                         {"word_positions": pad_rows(positions, 0), "n_words": torch.tensor([len(p) for p in positions]),
                          "heads": pad_rows(heads, IGNORE), "relations": pad_rows(relations, IGNORE)})

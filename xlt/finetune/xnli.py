@@ -18,10 +18,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from xlt.finetune.inputs import EncodingMemo, example_order, pad_ids, settings_from
+from xlt.finetune.inputs import EncodingMemo, example_order, settings_from
 from xlt.finetune.metrics import accuracy
 from xlt.finetune.task import Batch, LinearHead, Task
-from xlt.pretrain.pretrained import TextPipeline, model_input
+from xlt.pretrain.pretrained import TextPipeline, model_input, pad_inputs
 from xlt.utils.errors import XltError
 from xlt.utils.textio import read_numbered_lines
 
@@ -118,7 +118,7 @@ class XNLITask(Task):
                 pair = examples[i]
                 a, b = self._memo.get(text, pair, lambda: text.encode_lines([pair.premise, pair.hypothesis]))
                 rows.append(model_input(*truncate_pair(a, b, max_len - SPECIAL_POSITIONS)))
-            input_ids, padding_mask = pad_ids(rows)
+            input_ids, padding_mask = pad_inputs(rows)
             gold = torch.tensor([label_id[examples[i].label] for i in chosen], dtype=torch.long)
             yield Batch(input_ids, padding_mask, chosen, {"label": gold})
 

@@ -91,7 +91,7 @@ ACTIVATIONS = ("gelu", "relu")
 class EncoderConfig:
     """Sizes and structure of a bidirectional Transformer encoder (BERT/XLM family, post-LN)."""
 
-    vocab_size: int = field(metadata={"help": "number of token ids, specials included (len(Vocabulary) + 5)"})
+    vocab_size: int = field(metadata={"help": "number of token ids, the five specials included (len(Vocabulary))"})
     languages: list[str] = field(metadata={
         "help": "the model's languages in a fixed order; a language's index is its language-embedding id"})
     n_layers: int = field(default=8, metadata={"help": "number of Transformer layers"})

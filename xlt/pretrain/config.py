@@ -6,59 +6,56 @@ from dataclasses import asdict, dataclass, field
 from typing import Optional
 
 from xlt.utils.errors import XltError
-
-
-def _help(text: str, metavar: Optional[str] = None, **kwargs):
-    return field(metadata={"help": text, "metavar": metavar}, **kwargs)
+from xlt.utils.typed import help_field
 
 
 @dataclass
 class PretrainConfig:
     """Everything that decides what a pretraining run computes (paths are recorded as given)."""
 
-    vocab: str = _help("fastBPE vocabulary (with its .langs.json ownership sidecar for ablations)")
-    train: dict[str, str] = _help("language and token-store prefix of its training data", metavar="LANG PREFIX")
-    dev: dict[str, str] = _help("language and token-store prefix of its dev data (every language needs one)",
-                                 metavar="LANG PREFIX")
-    codes: dict[str, str] = _help("language and the BPE codes its text was segmented with (copied into "
-                                  "the run directory so later stages segment new text the same way)",
-                                  metavar="LANG CODES", default_factory=dict)
-    lowercase: bool = _help("the text was lowercased by xlt tokenize (recorded for later stages)", default=False)
-    remove_accents: bool = _help("accents were removed by xlt tokenize (recorded for later stages)", default=False)
-    preset: str = _help("model preset: wu2020 (the paper's), small (CPU demo), mini (8 narrow layers: "
-                        "every Table 1 row on a CPU) or tiny (tests)", default="small")
-    sharing: str = _help("parameter sharing preset, a row of Wu et al.'s Table 1: default, sep-emb, "
-                         "sep-l1-3, sep-l1-6, sep-emb+l1-3, sep-emb+l1-6", default="default")
-    separate_layers: Optional[tuple[int, int]] = _help(
+    vocab: str = help_field("fastBPE vocabulary (with its .langs.json ownership sidecar for ablations)")
+    train: dict[str, str] = help_field("language and token-store prefix of its training data", metavar="LANG PREFIX")
+    dev: dict[str, str] = help_field("language and token-store prefix of its dev data (every language needs one)",
+                                      metavar="LANG PREFIX")
+    codes: dict[str, str] = help_field("language and the BPE codes its text was segmented with (copied into "
+                                       "the run directory so later stages segment new text the same way)",
+                                       metavar="LANG CODES", default_factory=dict)
+    lowercase: bool = help_field("the text was lowercased by xlt tokenize (recorded for later stages)", default=False)
+    remove_accents: bool = help_field("accents were removed by xlt tokenize (recorded for later stages)", default=False)
+    preset: str = help_field("model preset: wu2020 (the paper's), small (CPU demo), mini (8 narrow layers: "
+                             "every Table 1 row on a CPU) or tiny (tests)", default="small")
+    sharing: str = help_field("parameter sharing preset, a row of Wu et al.'s Table 1: default, sep-emb, "
+                              "sep-l1-3, sep-l1-6, sep-emb+l1-3, sep-emb+l1-6", default="default")
+    separate_layers: Optional[tuple[int, int]] = help_field(
         "any contiguous bottom range of language-specific layers (1-based, inclusive); overrides the preset's",
         default=None)
-    lang_embeddings: bool = _help("add XLM-style language embeddings to the input", default=True)
-    stream_len: int = _help("tokens per training window, cut across sentence boundaries (Liu et al.: 20)",
-                            default=256)
-    batch_size: int = _help("windows per batch and per process (the paper: 96 per GPU)", default=32)
-    lang_alpha: float = _help("language sampling: p(lang) proportional to (share of sentences)^alpha",
-                              default=0.7)
-    max_sentences: Optional[int] = _help("use only the first N training sentences of each language "
-                                         "(Liu et al.'s data-size ablation)", default=None)
-    random_within_language: Optional[bool] = _help(
+    lang_embeddings: bool = help_field("add XLM-style language embeddings to the input", default=True)
+    stream_len: int = help_field("tokens per training window, cut across sentence boundaries (Liu et al.: 20)",
+                                 default=256)
+    batch_size: int = help_field("windows per batch and per process (the paper: 96 per GPU)", default=32)
+    lang_alpha: float = help_field("language sampling: p(lang) proportional to (share of sentences)^alpha",
+                                   default=0.7)
+    max_sentences: Optional[int] = help_field("use only the first N training sentences of each language "
+                                              "(Liu et al.'s data-size ablation)", default=None)
+    random_within_language: Optional[bool] = help_field(
         "draw the 10% random replacements from the batch language's own tokens; default: yes when "
         "embeddings are separate or the vocabulary is language-prefixed (keeps the ablation clean)", default=None)
-    max_steps: int = _help("optimizer steps in total", default=10000)
-    lr: float = _help("peak learning rate of Adam", default=1e-4)
-    warmup_steps: int = _help("inverse square root schedule: linear warm-up steps", default=30000)
-    warmup_init_lr: float = _help("learning rate at step 0 of the warm-up (XLM: 1e-7)", default=1e-7)
-    adam_betas: tuple[float, float] = _help("Adam betas", default=(0.9, 0.999))
-    weight_decay: float = _help("Adam weight decay", default=0.0)
-    clip_norm: float = _help("gradient clipping (max L2 norm; 0 disables; XLM: 5)", default=5.0)
-    precision: str = _help("auto (bf16 on CUDA that has it, else fp16 with a scaler; fp32 on CPU), "
-                           "fp32, bf16 or fp16", default="auto")
-    seed: int = _help("seed of every generator: CPU runs are bit-reproducible", default=0)
-    eval_every: int = _help("steps between dev evaluations (XLM's epoch)", default=1000)
-    save_every: int = _help("steps between 'last' checkpoints", default=200)
-    eval_batches: Optional[int] = _help("evaluate on at most this many dev batches per language", default=None)
-    select_on: str = _help("dev perplexity that picks the best checkpoint: a language code or 'mean'",
-                           default="en")
-    log_every: int = _help("steps between metric lines", default=10)
+    max_steps: int = help_field("optimizer steps in total", default=10000)
+    lr: float = help_field("peak learning rate of Adam", default=1e-4)
+    warmup_steps: int = help_field("inverse square root schedule: linear warm-up steps", default=30000)
+    warmup_init_lr: float = help_field("learning rate at step 0 of the warm-up (XLM: 1e-7)", default=1e-7)
+    adam_betas: tuple[float, float] = help_field("Adam betas", default=(0.9, 0.999))
+    weight_decay: float = help_field("Adam weight decay", default=0.0)
+    clip_norm: float = help_field("gradient clipping (max L2 norm; 0 disables; XLM: 5)", default=5.0)
+    precision: str = help_field("auto (bf16 on CUDA that has it, else fp16 with a scaler; fp32 on CPU), "
+                                "fp32, bf16 or fp16", default="auto")
+    seed: int = help_field("seed of every generator: CPU runs are bit-reproducible", default=0)
+    eval_every: int = help_field("steps between dev evaluations (XLM's epoch)", default=1000)
+    save_every: int = help_field("steps between 'last' checkpoints", default=200)
+    eval_batches: Optional[int] = help_field("evaluate on at most this many dev batches per language", default=None)
+    select_on: str = help_field("dev perplexity that picks the best checkpoint: a language code or 'mean'",
+                                default="en")
+    log_every: int = help_field("steps between metric lines", default=10)
 
     def __post_init__(self) -> None:
         self.validate()

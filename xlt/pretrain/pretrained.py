@@ -16,14 +16,15 @@ from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 import torch
+from torch import Tensor
 
 from xlt.model.config import EncoderConfig
 from xlt.model.heads import MaskedLM
 from xlt.pretrain.checkpoint import load_checkpoint, load_model_weights, require_keys
 from xlt.text.tokenize import Tokenizer
-from xlt.text.vocab import EOS, SPECIALS, UNK, Vocabulary
-
-EOS_ID = SPECIALS.index(EOS)
+from xlt.text.vocab import EOS_ID, PAD_ID, UNK_ID, Vocabulary
+from xlt.utils.errors import PathLike, XltError
+from xlt.utils.textio import read_json
 
 
 def model_input(*segments: Sequence[int]) -> list[int]:
@@ -37,8 +38,17 @@ def model_input(*segments: Sequence[int]) -> list[int]:
         out.extend(seg)
         out.append(EOS_ID)
     return out
-from xlt.utils.errors import PathLike, XltError
-from xlt.utils.textio import read_json
+
+
+def pad_inputs(rows: Sequence[Sequence[int]], device: torch.device | str = "cpu") -> tuple[Tensor, Optional[Tensor]]:
+    """Model inputs -> (input_ids Long [B,T] right-padded with ``<pad>``, padding_mask Bool [B,T] True at
+    pads, or None when no row is padded: the encoder then runs without an attention mask)."""
+    T = max(1, max((len(r) for r in rows), default=0))
+    ids = torch.full((len(rows), T), PAD_ID, dtype=torch.long)
+    for i, row in enumerate(rows):
+        ids[i, :len(row)] = torch.as_tensor(list(row), dtype=torch.long)
+    mask = torch.arange(T)[None, :] >= torch.tensor([len(r) for r in rows])[:, None]
+    return ids.to(device), (mask.to(device) if bool(mask.any()) else None)
 
 
 class TextPipeline:
@@ -72,7 +82,7 @@ class TextPipeline:
         starts: list[int] = []
         for sub in per_word:
             starts.append(len(ids))
-            ids.extend(self.vocab.encode(sub, self.lang) if sub else [SPECIALS.index(UNK)])
+            ids.extend(self.vocab.encode(sub, self.lang) if sub else [UNK_ID])
         return ids, starts
 
 

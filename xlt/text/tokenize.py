@@ -58,7 +58,8 @@ def supported_languages() -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class TokenizerConfig:
-    """How one language's text is tokenized; saved in run directories so new text is processed alike."""
+    """How one language's text is tokenized (a run directory records these fields per language in text.json,
+    so later stages process new text alike)."""
 
     lang: str = field(metadata={"help": "ISO code of the text's language (see supported_languages())."})
     lowercase: bool = field(default=False, metadata={"help": "Lowercase after tokenization."})

@@ -27,6 +27,7 @@ from xlt.utils.textio import atomic_output, file_sha256, read_json, read_lines, 
 
 BOS, EOS, PAD, UNK, MASK = "<s>", "</s>", "<pad>", "<unk>", "<mask>"
 SPECIALS = (BOS, EOS, PAD, UNK, MASK)
+BOS_ID, EOS_ID, PAD_ID, UNK_ID, MASK_ID = range(len(SPECIALS))  # ids 0-4, first in every embedding table
 SIDECAR_SUFFIX = ".langs.json"
 SIDECAR_FORMAT = "xlt-vocab-langs/1"
 
@@ -62,11 +63,11 @@ class Vocabulary:
         return len(SPECIALS) + len(self.tokens)
 
     def index(self, token: str) -> int:
-        return self._index.get(token, SPECIALS.index(UNK))
+        return self._index.get(token, UNK_ID)
 
     def encode(self, tokens: Sequence[str], lang: str) -> list[int]:
         """Model ids of a sentence's subword tokens; unknown tokens map to ``<unk>``."""
-        unk = SPECIALS.index(UNK)
+        unk = UNK_ID
         if self.prefix_lang:
             return [self._index.get(f"{lang}:{t}", unk) for t in tokens]
         return [self._index.get(t, unk) for t in tokens]

@@ -9,11 +9,17 @@ from __future__ import annotations
 
 import types
 import typing
+from dataclasses import field
 from typing import Any, Optional, Union
 
 from xlt.utils.errors import PathLike, XltError
 
 TRUE, FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
+
+
+def help_field(text: str, metavar: Optional[str] = None, **kwargs: Any) -> Any:
+    """A dataclass field carrying its command-line help (and metavar) in its metadata."""
+    return field(metadata={"help": text, "metavar": metavar}, **kwargs)
 
 
 def conform(value: Any, hint: Any, what: str, from_text: bool = False, path: Optional[PathLike] = None) -> Any:
