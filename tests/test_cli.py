@@ -51,3 +51,32 @@ def test_devices_are_read_one_way_everywhere():
         assert_one_line_error(run_xlt("cka", "compare", "--device", "cuda", "--model-a", "r", "--lang-a", "en",
                                       "--text-a", "t", "--lang-b", "fr", "--text-b", "t", "-o", "o"),
                               "no CUDA device on this machine")
+
+
+def test_an_output_path_that_is_a_directory_is_one_line_and_nothing_is_written(tiny_run, tmp_path):
+    text = tmp_path / "en.txt"
+    text.write_text("the cat sees a dog .\n", encoding="utf-8")
+    (tmp_path / "taken").mkdir()
+    res = run_xlt("tokenize", "--lang", "en", text, "-o", tmp_path / "taken")
+    assert_one_line_error(res, str(tmp_path / "taken"), "is a directory")
+
+    # Several outputs: the last one being a directory must stop the command before the first is written.
+    (tmp_path / "reps.json").mkdir()
+    res = run_xlt("extract", "--model", tiny_run, "--lang", "en", text, "-o", tmp_path / "reps")
+    assert_one_line_error(res, str(tmp_path / "reps.json"), "is a directory")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["en.txt", "reps.json", "taken"]
+
+    dictionary = tmp_path / "en-fr.txt"
+    dictionary.write_text("cat chat\n", encoding="utf-8")
+    res = run_xlt("codeswitch", "--dict", dictionary, text, "-o", tmp_path / "out.txt",
+                  "--report", tmp_path / "missing" / "report.json")
+    assert_one_line_error(res, "output directory does not exist")
+    assert not (tmp_path / "out.txt").exists()
+
+
+def test_extract_refuses_an_input_of_blank_lines_at_word_level(tiny_run, tmp_path):
+    text = tmp_path / "blank.txt"
+    text.write_text("\n  \n", encoding="utf-8")
+    res = run_xlt("extract", "--model", tiny_run, "--lang", "en", "--level", "word", text, "-o", tmp_path / "reps")
+    assert_one_line_error(res, str(text), "every line is blank")
+    assert not list(tmp_path.glob("reps*"))

@@ -285,19 +285,20 @@ def extract_to_files(run_dir: str, lang: str, input_path: str, output: str, leve
 
     from xlt.utils.textio import file_sha256
     from xlt.utils.errors import require_file
-    from xlt.utils.textio import atomic_path, read_lines, write_json
+    from xlt.utils.textio import atomic_path, check_output_paths, read_lines, write_json
 
     if level not in LEVELS:
         raise XltError(f"unknown level {level!r} (one of: {', '.join(LEVELS)})")
+    prefix = output[:-4] if output.endswith(".npy") else output
+    check_output_paths(prefix + ".npy", prefix + ".index.npz", prefix + ".json")
     require_file(input_path, "input file")
     lines = list(read_lines(input_path))
-    if not lines:
-        raise XltError("empty input: no sentences", input_path)
+    if not lines or (level != "sentence" and not any(line.strip() for line in lines)):
+        raise XltError("empty input: no sentences" if not lines else "empty input: every line is blank", input_path)
     run = PretrainedRun.load(run_dir, checkpoint, device)
     run.text(lang)  # unknown language -> one-line error before any work
     model = load_model(run, random_seed)
     layers = resolve_layers(run.config.n_layers, layers)
-    prefix = output[:-4] if output.endswith(".npy") else output
     with atomic_path(prefix + ".npy") as tmp_npy, atomic_path(prefix + ".index.npz") as tmp_index:
         def allocate(shape):
             return np.lib.format.open_memmap(tmp_npy, mode="w+", dtype=np.float32, shape=shape)

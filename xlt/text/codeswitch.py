@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import os
 import re
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
@@ -27,7 +28,8 @@ import numpy as np
 from xlt import __version__
 from xlt.utils import log
 from xlt.utils.errors import PathLike, XltError
-from xlt.utils.textio import atomic_output, file_sha256, read_lines, read_numbered_lines, write_json
+from xlt.utils.textio import (atomic_output, check_output_paths, file_sha256, read_lines, read_numbered_lines,
+                              write_json)
 
 # MUSE separates the columns by one tab or space; other whitespace (e.g. U+00A0) belongs to words.
 _COLUMN_SEPARATOR = re.compile(r"[ \t]+")
@@ -220,6 +222,7 @@ def codeswitch_file(input_path: PathLike, output_path: Optional[PathLike], dicti
 
     The report is written to ``report_path`` (when given) only after the output is complete.
     """
+    check_output_paths(*(p for p in (output_path, report_path) if p is not None and os.fspath(p) != "-"))
     switcher = CodeSwitcher(Dictionary.load(dictionary_path), config)
     with atomic_output(output_path) as out, log.progress("codeswitch", unit="lines") as bar:
         for line in switcher.switch_lines(read_lines(input_path)):

@@ -83,6 +83,23 @@ def read_numbered_lines(path: PathLike) -> Iterator[tuple[int, str]]:
     return enumerate(read_lines(path), start=1)
 
 
+def check_output_paths(*paths: PathLike) -> list[str]:
+    """The directories of ``paths``, after checking that each output can be renamed into place.
+
+    Commands with several outputs call this before any work, so that a bad last output does not
+    fail the command after the first ones were written.
+    """
+    directories = []
+    for path in map(os.fspath, paths):
+        directory = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(directory):
+            raise XltError("output directory does not exist", directory)
+        if os.path.isdir(path):
+            raise XltError("is a directory; expected the path of an output file", path)
+        directories.append(directory)
+    return directories
+
+
 @contextlib.contextmanager
 def atomic_path(path: PathLike) -> Iterator[str]:
     """Yield a temporary path beside ``path``; rename it to ``path`` if the block succeeds.
@@ -91,9 +108,7 @@ def atomic_path(path: PathLike) -> Iterator[str]:
     exception the temporary file is removed and the previous content of ``path`` is left untouched.
     """
     path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise XltError("output directory does not exist", directory)
+    directory = check_output_paths(path)[0]
     fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp", dir=directory)
     os.close(fd)
     try:
