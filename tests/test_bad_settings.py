@@ -82,7 +82,9 @@ def test_cli_names_the_unreadable_checkpoint(kind, says, run_copy, tmp_path):
 
 BAD_PRETRAIN = [("eval-every", "0"), ("log-every", "0"), ("save-every", "0"), ("max-steps", "0"), ("lr", "0"),
                 ("lr", "-1e-4"), ("warmup-steps", "-5"), ("warmup-init-lr", "0"), ("warmup-init-lr", "1e-2"),
-                ("eval-batches", "0"), ("weight-decay", "-1"), ("clip-norm", "-1"), ("precision", "fp8")]
+                ("eval-batches", "0"), ("weight-decay", "-1"), ("clip-norm", "-1"), ("precision", "fp8"),
+                ("lr", "inf"), ("lang-alpha", "nan"), ("lang-alpha", "-1"), ("seed", "-1"), ("stream-len", "0"),
+                ("batch-size", "0"), ("max-sentences", "0")]
 
 
 @pytest.fixture(scope="module")
@@ -105,6 +107,48 @@ def test_pretrain_config_accepts_the_edges_and_validate_catches_later_changes():
     cfg.eval_every = 0  # a library caller changing a field after building is caught by validate()
     with pytest.raises(XltError, match="--eval-every must be at least 1"):
         cfg.validate()
+
+
+def test_adam_betas_outside_zero_one_are_refused(inputs, tmp_path):
+    res = run_xlt("pretrain", "--run-dir", tmp_path / "run", *inputs["args"], *tiny_args(2), "--adam-betas", "1.5", "0.2")
+    assert_one_line_error(res, "--adam-betas must be in [0, 1)")
+    assert not (tmp_path / "run").exists()
+
+
+def _swap(args: list[str], option: str, lang: str, value: str) -> list[str]:
+    """``args`` with the value of ``option lang VALUE`` replaced."""
+    out = list(args)
+    for i in range(len(out) - 2):
+        if out[i] == option and out[i + 1] == lang:
+            out[i + 2] = value
+    return out
+
+
+def test_inputs_that_do_not_fit_together_are_refused_before_the_run_directory_exists(inputs, tmp_path):
+    root, args = inputs["root"], inputs["args"]
+    bad_codes = tmp_path / "codes.en"
+    bad_codes.write_text("a b\nc\n", encoding="utf-8")
+    cases = [
+        (_swap(_swap(args, "--train", "en", str(root / "fr.train")), "--train", "fr", str(root / "en.train")),
+         "holds 'fr' text, given as 'en'"),
+        ([*args, "--dev", "de", str(root / "fr.dev")], "--dev de: not a training language"),
+        ([*args, "--codes", "de", str(bad_codes)], "--codes de: not a training language"),
+        ([*args, "--codes", "en", str(bad_codes)], "malformed codes line"),
+        ([*args, "--codes", "en", str(tmp_path / "missing")], "no such codes file"),
+    ]
+    for case_args, says in cases:
+        res = run_xlt("pretrain", "--run-dir", tmp_path / "run", *case_args, *tiny_args(2))
+        assert_one_line_error(res, says)
+        assert not (tmp_path / "run").exists(), says
+
+
+def test_a_failed_attempt_with_other_settings_does_not_block_the_run(inputs, tmp_path):
+    """An attempt that stopped before its first checkpoint leaves nothing to resume: the run starts over."""
+    run = tmp_path / "run"
+    run_xlt("pretrain", "--run-dir", run, *inputs["args"], *tiny_args(2), check=True)
+    (run / "checkpoints" / "last.pt").unlink()
+    run_xlt("pretrain", "--run-dir", run, *inputs["args"], *tiny_args(2, lr="5e-4"), check=True)
+    assert '"lr": 0.0005' in (run / "config.json").read_text()
 
 
 # ---- 3. word translation with fewer target words than P@10 ranks ----------------------------------

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import math
+from dataclasses import asdict, dataclass
 from typing import Optional
 
 from xlt.utils.errors import XltError
@@ -67,12 +68,22 @@ class PretrainConfig:
             _require(getattr(self, name) >= 1, name, "at least 1", getattr(self, name))
         _require(self.eval_batches is None or self.eval_batches >= 1, "eval_batches", "at least 1 when given",
                  self.eval_batches)  # 0 batches: a dev perplexity of nan
+        for name in ("lr", "warmup_init_lr", "weight_decay", "clip_norm", "lang_alpha"):
+            _require(math.isfinite(getattr(self, name)), name, "a finite number", getattr(self, name))
         _require(self.lr > 0, "lr", "positive", self.lr)
         _require(self.warmup_steps >= 0, "warmup_steps", "0 or more", self.warmup_steps)
         _require(0 < self.warmup_init_lr <= self.lr, "warmup_init_lr", f"positive and at most --lr ({self.lr:g})",
                  self.warmup_init_lr)
         _require(self.weight_decay >= 0, "weight_decay", "0 or more", self.weight_decay)
         _require(self.clip_norm >= 0, "clip_norm", "0 (off) or more", self.clip_norm)
+        _require(self.lang_alpha >= 0, "lang_alpha", "0 or more", self.lang_alpha)
+        for beta in self.adam_betas:
+            _require(0 <= beta < 1, "adam_betas", "in [0, 1)", beta)
+        _require(0 <= self.seed < 2 ** 32, "seed", "between 0 and 2^32 - 1", self.seed)
+        for name in ("stream_len", "batch_size"):
+            _require(getattr(self, name) >= 1, name, "at least 1", getattr(self, name))
+        _require(self.max_sentences is None or self.max_sentences >= 1, "max_sentences", "at least 1 when given",
+                 self.max_sentences)
         if self.precision not in PRECISIONS:
             raise XltError(f"--precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
 

@@ -21,7 +21,7 @@ import torch
 
 from xlt.data.masking import MaskingConfig, MaskTransform
 from xlt.data.sampling import LanguageSampler
-from xlt.data.store import TokenStore
+from xlt.data.store import StorePaths, TokenStore
 from xlt.data.streams import LanguageStream, iterate_eval
 from xlt.model.config import EncoderConfig, SharingSpec
 from xlt.model.heads import MaskedLM
@@ -29,6 +29,7 @@ from xlt.pretrain import distributed
 from xlt.pretrain.checkpoint import load_checkpoint, load_model_weights, save_checkpoint
 from xlt.pretrain.config import MUTABLE_KEYS, PretrainConfig
 from xlt.pretrain.schedule import inverse_sqrt_schedule
+from xlt.text.bpe import check_codes
 from xlt.text.vocab import Vocabulary
 from xlt.utils import log
 from xlt.utils.errors import XltError
@@ -52,6 +53,11 @@ class Pretrainer:
         self.vocab = Vocabulary.load(cfg.vocab)
         self.train_stores = {l: TokenStore.open(p, vocab=self.vocab) for l, p in cfg.train.items()}
         self.dev_stores = {l: TokenStore.open(p, vocab=self.vocab) for l, p in cfg.dev.items()}
+        for stores in (self.train_stores, self.dev_stores):
+            for lang, store in stores.items():
+                if store.language != lang:  # swapped prefixes would train each language on the other's text
+                    raise XltError(f"the store holds {store.language!r} text, given as {lang!r}",
+                                   StorePaths.of(store.prefix).header)
 
         seed_everything(cfg.seed)
         sharing = SharingSpec.preset(cfg.sharing)
@@ -91,6 +97,12 @@ class Pretrainer:
         for lang in self.languages:
             if lang not in self.cfg.dev:
                 raise XltError(f"language {lang!r} has no dev set (--dev {lang} PREFIX)")
+        for option, table in (("--dev", self.cfg.dev), ("--codes", self.cfg.codes)):
+            for lang in table:
+                if lang not in self.languages:
+                    raise XltError(f"{option} {lang}: not a training language ({', '.join(self.languages)})")
+        for path in self.cfg.codes.values():
+            check_codes(path)  # a bad codes file would be copied into the run and fail every later stage
         if self.cfg.select_on != "mean" and self.cfg.select_on not in self.languages:
             raise XltError(f"--select-on {self.cfg.select_on!r} is not a training language "
                            f"({', '.join(self.languages)}) nor 'mean'")
@@ -168,7 +180,11 @@ class Pretrainer:
             for name in os.listdir(self._path("")):
                 if name.endswith(".tmp"):
                     os.unlink(self._path(name))
-            resuming = check_same_config(self.run_dir, resolved, MUTABLE_KEYS) and os.path.exists(self._path("last.pt"))
+            # Without a checkpoint there is nothing to resume: whatever an earlier attempt (failed or
+            # killed before its first save, maybe with other settings) left is started over.
+            resuming = os.path.exists(self._path("last.pt")) and check_same_config(self.run_dir, resolved, MUTABLE_KEYS)
+            if not resuming and os.path.exists(self._path("best.pt")):
+                os.unlink(self._path("best.pt"))
             self._describe(resolved)
         return distributed.broadcast_object(self.d, resuming)
 
@@ -246,8 +262,10 @@ class Pretrainer:
         value = loss.item()
         # Decided together: a rank that stopped alone would leave the others waiting in backward's all-reduce.
         if distributed.any_rank(self.d, not math.isfinite(value)):
-            raise XltError(f"loss is not finite at step {self.step + 1} (here: {value}); stopped. The last good "
-                           f"checkpoint is kept ({self._path('last.pt')}); lower --lr or use --precision fp32/bf16")
+            kept = (f"the last good checkpoint is kept ({self._path('last.pt')})" if os.path.exists(self._path("last.pt"))
+                    else "no checkpoint had been saved yet")
+            raise XltError(f"loss is not finite at step {self.step + 1} (here: {value}); stopped, {kept}; "
+                           "lower --lr or use --precision fp32/bf16")
         self.scaler.scale(loss).backward()
         if self.cfg.clip_norm > 0:
             self.scaler.unscale_(self.optimizer)
