@@ -142,7 +142,13 @@ def test_bad_inputs_are_one_line_errors(world, tmp_path, capsys):
         assert_one_line_error(res, str(bad), message)
     res = in_process(capsys, *base, "--model", world.run, *world.args("fr"), "--seeds", "12,12")
     assert_one_line_error(res, "--seeds lists a value twice: [12, 12]")
-    assert not (tmp_path / "out" / "results.json").exists()
+    for option, value, says in [("--encoder-lr", "nan", "learning rates must be positive finite numbers"),
+                                ("--head-lr", "inf", "learning rates must be positive finite numbers"),
+                                ("--clip-norm", "-1", "--clip-norm must be 0 (off) or a positive number"),
+                                ("--freeze-bottom", "99", "--freeze-bottom 99: the model has only")]:
+        res = in_process(capsys, *base, "--model", world.run, *world.args("fr"), option, value)
+        assert_one_line_error(res, says)
+    assert not (tmp_path / "out").exists()
 
 
 def test_task_options_are_typed(world, tmp_path, capsys):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional
@@ -195,8 +196,12 @@ class FinetuneConfig:
                 raise XltError(f"--{name.replace('_', '-')} lists a value twice: {values}")
         if any(b < 1 for b in self.resolved("batch_size")):
             raise XltError(f"batch sizes must be positive, got {self.resolved('batch_size')}")
-        if any(lr <= 0 for lr in self.resolved("encoder_lr") + (self.resolved("head_lr") or [])):
-            raise XltError("learning rates must be positive")
+        if any(not 0 < lr < math.inf for lr in self.resolved("encoder_lr") + (self.resolved("head_lr") or [])):
+            raise XltError("learning rates must be positive finite numbers")
+        if not 0 <= self.clip_norm < math.inf:
+            raise XltError(f"--clip-norm must be 0 (off) or a positive number, got {self.clip_norm}")
+        if any(not math.isfinite(a) for a in self.shift_alpha):
+            raise XltError(f"--shift-alpha takes finite numbers, got {self.shift_alpha}")
         if self.resolved("epochs") < 1 or self.resolved("max_len") < 3 or self.eval_batch_size < 1:
             raise XltError("epochs and --eval-batch-size must be at least 1, --max-len at least 3")
         if self.resolved("epoch_size") is not None and self.resolved("epoch_size") < 1:

@@ -122,6 +122,9 @@ class Experiment:
         if self.max_len > self.pretrained.config.max_positions:
             raise XltError(f"--max-len {self.max_len} is more than the model's {self.pretrained.config.max_positions} "
                            "positions", cfg.model)
+        if cfg.freeze_bottom > self.pretrained.config.n_layers:  # else every run would fail alone
+            raise XltError(f"--freeze-bottom {cfg.freeze_bottom}: the model has only "
+                           f"{self.pretrained.config.n_layers} layers", cfg.model)
         self.device = resolve_device(cfg.device)
         self.maps, self.shifts = self._read_transforms()
         self.model_identity = {"checkpoint": cfg.checkpoint, "vocab_sha256": self.pretrained.vocab.sha256,
