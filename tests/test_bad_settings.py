@@ -247,3 +247,43 @@ def test_resume_keeps_identical_copies_and_replaces_changed_ones_atomically(inpu
     assert (run / "codes.en").read_text(encoding="utf-8") == "t h 10\nth e 9\n"
     assert (tmp_path / "reader-view").read_text(encoding="utf-8") == "t h 10\n"
     assert not [name for name in os.listdir(run) if name.endswith(".tmp")]
+
+
+# ---- 6. damaged result files: one error line from the table commands, a gap in the report ---------------
+
+DAMAGED_CKA = [{"label": "Bilingual", "column": "en-fr"},                                  # no layers/values
+               {"label": "Bilingual", "column": "en-fr", "layers": [0, 1], "cka": [0.5], "average": 0.5},
+               {"label": "Bilingual", "column": "en-fr", "layers": [0], "cka": ["x"], "average": 0.5},
+               {"column": "en-fr", "layers": [0], "cka": [0.5], "average": 0.5}]
+
+
+@pytest.mark.parametrize("damage", DAMAGED_CKA)
+def test_a_damaged_cka_column_is_one_error_line_in_cka_table_and_a_gap_in_the_report(damage, tmp_path):
+    import json
+
+    from xlt.analysis.cka import COLUMN_FORMAT
+
+    (tmp_path / "cka").mkdir()
+    column = tmp_path / "cka" / "en-fr.bilingual.json"
+    column.write_text(json.dumps({"format": COLUMN_FORMAT, **damage}), encoding="utf-8")
+    res = run_xlt("cka", "table", column, "-o", tmp_path / "fig7")
+    assert_one_line_error(res, str(column), "malformed CKA column")
+    assert not list(tmp_path.glob("fig7*"))
+    res = run_xlt("report", "figure7", "--results-dir", tmp_path / "cka", "--langs", "fr", "-o", tmp_path / "report")
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
+    assert "malformed CKA column" in res.stderr
+
+
+@pytest.mark.parametrize("damage", [{}, {"grid": []}, {"grid": [{"layer": 1}], "best": {}},
+                                    {"grid": [{"layer": 1, "alpha": 1.0, "bleu1": 3.0, "convert_rate": "x"}],
+                                     "best": {"layer": 1, "alpha": 1.0, "bleu1": 3.0}}])
+def test_a_damaged_shift_decode_result_is_one_error_line(damage, tmp_path):
+    import json
+
+    from xlt.analysis.shift_table import RESULT_FORMAT
+
+    result = tmp_path / "en-fr.json"
+    result.write_text(json.dumps({"format": RESULT_FORMAT, "src": "en", "tgt": "fr", **damage}), encoding="utf-8")
+    res = run_xlt("shift-decode", "table", result, "--layer", "1", "--alpha", "1", "-o", tmp_path / "table")
+    assert_one_line_error(res, str(result), "malformed shift-decode result")
+    assert not list(tmp_path.glob("table*"))

@@ -261,8 +261,11 @@ def test_liu_table4_rows_from_plain_and_shift_variants(tmp_path):
 
 # ---- alignment, CLI and rendering --------------------------------------------------------------------
 def test_every_report_command_runs_on_empty_results_and_has_an_example(tmp_path):
+    (tmp_path / "empty").mkdir()
     for command in ("table1", "figure7", "alignment", "liu-table2"):
         res = run_xlt("report", command, "--results-dir", tmp_path / "none", "-o", tmp_path / "out")
+        assert_one_line_error(res, "--results-dir", "does not exist")  # a typo, not a table of gaps
+        res = run_xlt("report", command, "--results-dir", tmp_path / "empty", "-o", tmp_path / "out")
         assert res.returncode == 0, res.stderr
         assert "—" in res.stdout and "not run yet" in res.stdout or "no `xlt" in res.stdout
     res = run_xlt("report", "liu-table4", "--results-dir", tmp_path, "--table1-dir", tmp_path, "-o", tmp_path / "out")

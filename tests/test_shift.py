@@ -167,4 +167,13 @@ def test_means_shift_translate_table(run_dir, tmp_path):
                                   "-o", tmp_path / "x.json"), "layer 5")
     assert_one_line_error(run_xlt("shift-decode", "means", "--model", run_dir, "--lang", "de",
                                   tmp_path / "mono.en", "-o", tmp_path / "x.npz"), "'de'")
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    assert_one_line_error(run_xlt("shift-decode", "translate", "--model", run_dir, "--shift", tmp_path / "shift.npz",
+                                  "--input", empty, "--reference", empty, "-o", tmp_path / "x.json"),
+                          str(empty), "no sentences")
+    assert_one_line_error(run_xlt(*common, "--reference", tmp_path / "test.fr", "--token-set", "de", short,
+                                  "-o", tmp_path / "x.json"), "--token-set for de")
+    assert_one_line_error(run_xlt("shift-decode", "shift", "--src", tmp_path / "means.en.npz", "--tgt",
+                                  tmp_path / "means.en.npz", "-o", tmp_path / "x.npz"), "both means are of 'en'")
     assert not list(tmp_path.glob("x*"))

@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from numbers import Real
 from typing import Optional, Sequence
 
 import numpy as np
 
-from xlt.utils.errors import XltError, require_file
+from xlt.utils import log
+from xlt.utils.errors import PathLike, XltError, require_file
 from xlt.utils.textio import atomic_output, atomic_path, read_json, read_lines, write_json
 
 
@@ -290,17 +292,30 @@ def compare(a: Side, b: Side, settings: CompareSettings, label: str, column: str
     return result
 
 
+def check_column(col: dict, path: PathLike) -> dict:
+    """``col`` (an ``xlt cka compare`` output) if it has what the tables read, else XltError naming ``path``
+    (a damaged or hand-edited file is one error line, not a KeyError)."""
+    layers, values = col.get("layers"), col.get("cka")
+    if not all(isinstance(col.get(k), str) for k in ("label", "column")):
+        raise XltError("malformed CKA column: no 'label' and 'column' names", path)
+    if not isinstance(layers, list) or not isinstance(values, list) or len(layers) != len(values) or not values \
+            or not all(isinstance(v, Real) for v in [*values, col.get("average")]):
+        raise XltError("malformed CKA column: 'layers', 'cka' and 'average' must be one number per layer "
+                       "and their mean", path)
+    return col
+
+
 def assemble_table(paths: Sequence[str]) -> dict:
     """Figure 7 layout from column files: rows L0..Ln and AVER, one column per file."""
     columns, layers = [], None
     for path in paths:
-        col = read_json(path, "xlt cka compare output", format=COLUMN_FORMAT)
+        col = check_column(read_json(path, "xlt cka compare output", format=COLUMN_FORMAT), path)
         if layers is None:
             layers = col["layers"]
         elif col["layers"] != layers:
             raise XltError(f"layers {col['layers']} differ from the first column's {layers}", path)
-        columns.append({"label": col["label"], "column": col["column"], "estimator": col["estimator"],
-                        "n": col["n"], "values": col["cka"] + [col["average"]], "source": os.path.abspath(path),
+        columns.append({"label": col["label"], "column": col["column"], "estimator": col.get("estimator"),
+                        "n": col.get("n"), "values": col["cka"] + [col["average"]], "source": os.path.abspath(path),
                         "pearson_retrieval": (col.get("retrieval") or {}).get("pearson")})
     if not columns:
         raise XltError("no CKA column files given")
@@ -333,16 +348,8 @@ def heatmap(values: np.ndarray, row_labels: Sequence[str], column_labels: Sequen
 
 def print_table(rows: Sequence[str], headers: Sequence[str], columns: Sequence[Sequence[float]], title: str) -> None:
     """A rich table on stdout: one row per layer (and the average), one column per comparison."""
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=title)
-    table.add_column("layer")
-    for header in headers:
-        table.add_column(header, justify="right")
-    for i, row in enumerate(rows):
-        table.add_row(row, *(f"{col[i]:.3f}" for col in columns))
-    Console(highlight=False).print(table)
+    log.print_table(title, ["layer", *headers], [[row, *(f"{col[i]:.3f}" for col in columns)]
+                                                  for i, row in enumerate(rows)])
 
 
 def write_column(result: dict, output: str) -> None:

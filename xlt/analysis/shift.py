@@ -21,7 +21,9 @@ Shapes: L = n_layers + 1 rows (layer 0 = embeddings), D = d_model, B batch rows,
 from __future__ import annotations
 
 import json
+import math
 import os
+import zipfile
 from dataclasses import dataclass
 from typing import Iterator, Optional, Sequence
 
@@ -30,11 +32,12 @@ import torch
 from torch import nn
 
 from xlt.analysis.extract import encoder_of, iter_span_means, length_sorted_batches, truncate
+from xlt.analysis.shift_table import RESULT_FORMAT
 from xlt.pretrain.pretrained import PretrainedRun, model_input, pad_inputs
 from xlt.text.vocab import SPECIALS, UNK_ID
 from xlt.utils import log
 from xlt.utils.errors import XltError, require_file
-from xlt.utils.textio import atomic_path, read_json
+from xlt.utils.textio import atomic_path
 
 MEANS_FORMAT = "xlt-means/1"
 SHIFT_FORMAT = "xlt-shift/1"
@@ -52,7 +55,7 @@ def _load_npz(path: str, expected_format: str, keys: Sequence[str]) -> tuple[dic
         with np.load(path, allow_pickle=False) as data:
             header = json.loads(str(data["header"]))
             arrays = {k: data[k] for k in keys}
-    except (ValueError, KeyError, OSError) as e:
+    except (ValueError, KeyError, OSError, EOFError, zipfile.BadZipFile) as e:
         raise XltError(f"not an {expected_format} file ({e})", path) from None
     found = header.get("format") if isinstance(header, dict) else None
     if found != expected_format:
@@ -141,6 +144,8 @@ class LanguageShift:
                 raise XltError(f"means of different models ({key} {hs.get(key)!r} in {src_path})", tgt_path)
         if mean_src.shape != mean_tgt.shape:
             raise XltError(f"shape {mean_tgt.shape} differs from {src_path}'s {mean_src.shape}", tgt_path)
+        if hs["lang"] == ht["lang"]:
+            raise XltError(f"both means are of {hs['lang']!r}: a shift goes from one language to another", tgt_path)
         header = {"format": SHIFT_FORMAT, "src": hs["lang"], "tgt": ht["lang"], "run": hs["run"], "step": hs["step"],
                   "n_layers": mean_src.shape[0] - 1, "d_model": mean_src.shape[1],
                   "sentences": {hs["lang"]: hs["sentences"], ht["lang"]: ht["sentences"]},
@@ -267,7 +272,6 @@ def token_set(run: PretrainedRun, lang: str, bpe_text: Optional[str] = None) -> 
 
 # ---- the sweep (Liu et al. Table 2) ------------------------------------------------------------
 
-RESULT_FORMAT = "xlt-shift-decode/1"
 
 
 @dataclass
@@ -289,6 +293,10 @@ class TranslateSettings:
             raise XltError("--alphas needs at least one shift weight, such as 1,2,3")
         if self.layers is not None and not self.layers:
             raise XltError("--layers needs at least one layer")
+        if any(not math.isfinite(a) for a in self.alphas):
+            raise XltError(f"--alphas takes finite numbers, got {', '.join(map(str, self.alphas))}")
+        if self.samples < 0 or self.batch_size < 1:
+            raise XltError("--samples must be 0 or more and --batch-size at least 1")
 
 
 def translate(run_dir: str, shift_path: str, input_path: str, reference_path: str, settings: TranslateSettings,
@@ -303,6 +311,11 @@ def translate(run_dir: str, shift_path: str, input_path: str, reference_path: st
     if len(lines) != len(references):
         raise XltError(f"parallel files differ in length: {input_path} has {len(lines)} lines, "
                        f"{reference_path} has {len(references)}")
+    if not lines:
+        raise XltError("empty input: no sentences to translate", input_path)
+    unknown = sorted(set(token_sets or {}) - {shift.src, shift.tgt})
+    if unknown:
+        raise XltError(f"--token-set for {', '.join(unknown)}: the shift goes from {shift.src} to {shift.tgt}")
     if settings.n_sentences:
         lines, references = lines[:settings.n_sentences], references[:settings.n_sentences]
     run = PretrainedRun.load(run_dir, settings.checkpoint, settings.device)
@@ -338,67 +351,3 @@ def translate(run_dir: str, shift_path: str, input_path: str, reference_path: st
                            "shared": len(sets[shift.src] & sets[shift.tgt]),
                            "from": token_sets or "vocabulary ownership"},
             "grid": rows, "best": {k: best[k] for k in ("bleu1", "layer", "alpha")}, "samples": samples}
-
-
-def assemble_table2(paths: Sequence[str], layer: int, alpha: float, cr_layer: Optional[int] = None) -> dict:
-    """Liu et al.'s Table 2 from ``translate`` results: one column per direction."""
-    cr_layer = layer if cr_layer is None else cr_layer
-    columns = []
-    for path in paths:
-        result = read_json(path, "xlt shift-decode translate output", format=RESULT_FORMAT)
-        cell = {(r["layer"], r["alpha"]): r for r in result["grid"]}
-        if (layer, float(alpha)) not in cell:
-            raise XltError(f"no result at layer {layer}, alpha {alpha:g} in this sweep", path)
-        values = {f"BLEU-1 (layer={layer}, alpha={alpha:g})": cell[(layer, float(alpha))]["bleu1"],
-                  "best BLEU-1": result["best"]["bleu1"], "best layer": result["best"]["layer"],
-                  "best alpha": result["best"]["alpha"]}
-        for (lay, a), r in sorted(cell.items()):
-            if lay == cr_layer:
-                values[f"convert rate (layer={cr_layer}, alpha={a:g})"] = r["convert_rate"]
-        columns.append({"direction": f"{result['src']}->{result['tgt']}", "values": values,
-                        "source": os.path.abspath(path)})
-    if not columns:
-        raise XltError("no shift-decode result files given")
-    rows = list(dict.fromkeys(k for c in columns for k in c["values"]))
-    return {"format": "xlt-shift-table/1", "rows": rows, "columns": columns}
-
-
-def _print(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=title)
-    for i, header in enumerate(headers):
-        table.add_column(header, justify="left" if i == 0 else "right")
-    for row in rows:
-        table.add_row(*row)
-    Console(highlight=False).print(table)
-
-
-def write_translate(result: dict, output: str) -> None:
-    """``OUT.json`` and a layer x alpha table of "BLEU-1 / convert rate" on stdout."""
-    from xlt.utils.textio import write_json
-
-    write_json(output, result)
-    alphas = sorted({r["alpha"] for r in result["grid"]})
-    cell = {(r["layer"], r["alpha"]): f"{r['bleu1']:.2f} / {r['convert_rate']:.3f}" for r in result["grid"]}
-    layers = sorted({r["layer"] for r in result["grid"]})
-    _print(f"{result['src']}->{result['tgt']}: BLEU-1 / convert rate (n={result['n']})",
-           ["layer"] + [f"alpha={a:g}" for a in alphas],
-           [[str(layer)] + [cell.get((layer, a), "-") for a in alphas] for layer in layers])
-
-
-def write_table2(table: dict, output: str) -> None:
-    """``OUT.json``, ``OUT.tsv`` (Table 2 layout) and the table on stdout."""
-    from xlt.utils.textio import atomic_output, write_json
-
-    def fmt(v):
-        return "-" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v)
-
-    headers = [""] + [c["direction"] for c in table["columns"]]
-    rows = [[row] + [fmt(c["values"].get(row)) for c in table["columns"]] for row in table["rows"]]
-    write_json(output + ".json", table)
-    with atomic_output(output + ".tsv") as f:
-        for line in [headers] + rows:
-            f.write("\t".join(line) + "\n")
-    _print("Unsupervised token translation", headers, rows)

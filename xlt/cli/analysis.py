@@ -234,7 +234,8 @@ def translate(run_dir, shift_path, input_path, reference, layers, alphas, n_sent
           --input test.en --reference test.fr --layers 4,6,7,8 --alphas 1,2,3 -o en-fr.json
     """
     from xlt.analysis.extract import parse_layers
-    from xlt.analysis.shift import TranslateSettings, translate as run_translate, write_translate
+    from xlt.analysis.shift import TranslateSettings, translate as run_translate
+    from xlt.analysis.shift_table import write_translate
     from xlt.utils.errors import XltError
 
     try:
@@ -259,6 +260,6 @@ def shift_table(results, layer, alpha, cr_layer, output) -> None:
     Example:
       xlt shift-decode table en-fr.json fr-en.json --layer 7 --alpha 3 --cr-layer 6 -o table2
     """
-    from xlt.analysis.shift import assemble_table2, write_table2
+    from xlt.analysis.shift_table import assemble_table2, write_table2
 
     write_table2(assemble_table2(results, layer, alpha, cr_layer), _prefix(output, ".json"))

@@ -16,6 +16,9 @@ def _languages(text: str) -> list[str]:
     languages = [lang.strip() for lang in text.split(",") if lang.strip()]
     if not languages:
         raise XltError("--langs needs at least one language code, e.g. fr,ru,zh")
+    odd = [lang for lang in languages if not lang.replace("-", "").replace("_", "").isalnum()]
+    if odd:
+        raise XltError(f"--langs takes comma-separated language codes such as fr,ru,zh; got {', '.join(map(repr, odd))}")
     return languages
 
 
@@ -50,7 +53,7 @@ def report() -> None:
 
 
 @report.command("table1", short_help="Wu et al. 2020 Table 1 (XNLI, NER, parsing; ten rows).")
-@click.option("--results-dir", required=True, type=click.Path(), help="RESULTS_DIR/<row>/en-<lang>/<task>/results.json")
+@click.option("--results-dir", required=True, type=click.Path(exists=True, file_okay=False), help="RESULTS_DIR/<row>/en-<lang>/<task>/results.json")
 @click.option("--langs", default="fr,ru,zh", show_default=True, help=LANGS_HELP)
 @_common
 def table1(results_dir: str, langs: str, paper_numbers, output_dir: str) -> None:
@@ -66,7 +69,7 @@ def table1(results_dir: str, langs: str, paper_numbers, output_dir: str) -> None
 
 
 @report.command("figure7", short_help="Wu et al. 2020 Figure 7 (CKA per layer).")
-@click.option("--results-dir", required=True, type=click.Path(), help="Directory of `xlt cka compare` outputs (*.json).")
+@click.option("--results-dir", required=True, type=click.Path(exists=True, file_okay=False), help="Directory of `xlt cka compare` outputs (*.json).")
 @click.option("--langs", default="fr,de,ru,zh", show_default=True, help=LANGS_HELP)
 @_common
 def figure7(results_dir: str, langs: str, paper_numbers, output_dir: str) -> None:
@@ -83,7 +86,7 @@ def figure7(results_dir: str, langs: str, paper_numbers, output_dir: str) -> Non
 
 
 @report.command("alignment", short_help="Wu et al. 2020 §5.1 (Procrustes alignment per layer).")
-@click.option("--results-dir", required=True, type=click.Path(),
+@click.option("--results-dir", required=True, type=click.Path(exists=True, file_okay=False),
               help="Directory of `xlt align` outputs: en-<lang>.{word,contextual-word,sentence}.json.")
 @click.option("--langs", default="fr,de,ru,zh", show_default=True, help=LANGS_HELP)
 @_common
@@ -101,7 +104,7 @@ def alignment(results_dir: str, langs: str, paper_numbers, output_dir: str) -> N
 
 
 @report.command("liu-table2", short_help="Liu et al. 2020 Table 2 (token translation by MDS).")
-@click.option("--results-dir", required=True, type=click.Path(),
+@click.option("--results-dir", required=True, type=click.Path(exists=True, file_okay=False),
               help="Directory searched for `xlt shift-decode translate` outputs (*.translate.json).")
 @click.option("--bleu-layer", type=int, default=None,
               help="Layer of the fixed BLEU-1 row [default: one below the top, Liu et al.'s 11 of 12].")
@@ -123,9 +126,9 @@ def liu_table2(results_dir: str, bleu_layer, cr_layer, langs: str, paper_numbers
 
 
 @report.command("liu-table4", short_help="Liu et al. 2020 Table 4 (XNLI with MDS).")
-@click.option("--results-dir", required=True, type=click.Path(),
+@click.option("--results-dir", required=True, type=click.Path(exists=True, file_okay=False),
               help="RESULTS_DIR/en-<lang>/xnli-mds/results.json (bottom frozen, with --shift).")
-@click.option("--table1-dir", required=True, type=click.Path(),
+@click.option("--table1-dir", required=True, type=click.Path(exists=True, file_okay=False),
               help="Table 1 results: its Default XNLI cells are the 'fine-tune all layers' row.")
 @click.option("--langs", default="fr,ru,zh", show_default=True, help=LANGS_HELP)
 @_common

@@ -24,20 +24,26 @@ ABOVE_CHANCE = 10.0
 MIN_QUERIES = 50
 
 
+def _entries(result: dict) -> list[dict]:
+    """The per-layer entries of an align result; a damaged file's odd ones are passed over (gaps)."""
+    entries = result.get("results")
+    return [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+
+
 def _word_p1(result: dict) -> tuple[Optional[float], Optional[int], int]:
     """CSLS P@1 of the embedding tables (percent), the target space size and the number of queries."""
-    entry = next((r for r in result.get("results", []) if r.get("layer") in ("embeddings", 0)), None) or {}
-    p1 = entry.get("csls", {}).get("p@1")
+    entry = next((r for r in _entries(result) if r.get("layer") in ("embeddings", 0)), None) or {}
+    p1 = (entry.get("csls") or {}).get("p@1")
     return (None if p1 is None else 100.0 * p1), (result.get("space") or {}).get("target_words"), entry.get("queries", 0)
 
 
 def _per_layer(result: dict, level: str) -> dict[int, float]:
     """layer -> P@1 in percent (CSLS for contextual words, Tatoeba retrieval for sentences)."""
     out = {}
-    for entry in result.get("results", []):
+    for entry in _entries(result):
         layer = entry.get("layer")
-        value = entry.get("csls", {}).get("p@1") if level == "contextual-word" else entry.get("p_at_1")
-        if isinstance(layer, int) and value is not None:
+        value = (entry.get("csls") or {}).get("p@1") if level == "contextual-word" else entry.get("p_at_1")
+        if isinstance(layer, int) and isinstance(value, (int, float)):
             out[layer] = 100.0 * value
     return out
 

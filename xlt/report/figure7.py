@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from typing import Callable, Optional, Sequence
 
+from xlt.analysis.cka import COLUMN_FORMAT as CKA_FORMAT, check_column
 from xlt.report import paper as paper_numbers
 from xlt.report.findings import Inconclusive, Verdict, check, decide, require
 from xlt.report.plots import Panel, Series, per_layer
@@ -19,14 +20,13 @@ from xlt.report.sources import results_of_format
 from xlt.utils import log
 
 COLUMNS = ("Bilingual", "Monolingual", "Random")
-CKA_FORMAT = "xlt-cka/1"
 # columns[(pair, column)] = {"layers": [0..n], "values": [...], "average": float}
 Columns = dict[tuple[str, str], dict]
 
 
 def collect(results_dir: str) -> Columns:
     columns: Columns = {}
-    for path, data in results_of_format([os.path.join(results_dir, "*.json")], CKA_FORMAT):
+    for path, data in results_of_format([os.path.join(results_dir, "*.json")], CKA_FORMAT, check_column):
         key = (data["label"], data["column"])
         if key in columns:
             log.info(f"xlt report: {path}: a second {key[0]} {key[1]} column; this one is used")

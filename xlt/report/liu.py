@@ -15,13 +15,13 @@ import math
 import os
 from typing import Optional, Sequence
 
+from xlt.analysis.shift_table import RESULT_FORMAT as TRANSLATE_FORMAT, check_result
 from xlt.report import paper as paper_numbers
 from xlt.report.findings import Inconclusive, Verdict, check, decide
 from xlt.report.render import Cell, ReportTable
 from xlt.report.sources import finetune_score, load_json, results_of_format, shift_alphas
 from xlt.report.table1 import CHANCE, MIN_MARGIN, mean
 
-TRANSLATE_FORMAT = "xlt-shift-decode/1"
 UNDEFINED_RATE = "undefined: every decoded token is in both languages' token sets (0/0)"
 ALPHAS = (1.0, 2.0, 3.0)
 
@@ -30,7 +30,7 @@ def collect_translations(results_dir: str) -> dict[str, dict]:
     """direction ``src-tgt`` -> translate result."""
     found: dict[str, dict] = {}
     patterns = [os.path.join(results_dir, "*.json"), os.path.join(results_dir, "*", "*.json")]
-    for _, data in results_of_format(patterns, TRANSLATE_FORMAT):
+    for _, data in results_of_format(patterns, TRANSLATE_FORMAT, check_result):
         found[f"{data['src']}-{data['tgt']}"] = data
     return found
 

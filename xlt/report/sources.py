@@ -11,9 +11,10 @@ import glob
 import json
 import os
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from xlt.utils import log
+from xlt.utils.errors import XltError
 
 FINETUNE_FORMAT = "xlt-finetune-results/1"
 
@@ -42,11 +43,13 @@ def load_json(path: str, expected_format: Optional[str] = None) -> tuple[Optiona
     return data, None
 
 
-def results_of_format(patterns: list[str], expected_format: str) -> Iterator[tuple[str, dict]]:
+def results_of_format(patterns: list[str], expected_format: str,
+                      check: Optional[Callable[[dict, str], dict]] = None) -> Iterator[tuple[str, dict]]:
     """``(path, data)`` of every JSON file matching ``patterns`` whose ``format`` is ``expected_format``.
 
     Other formats (e.g. an assembled table beside its columns) are passed over silently; an
-    unreadable file is logged and skipped, so one broken file leaves a gap instead of a crash.
+    unreadable file, or one that ``check`` refuses, is logged and skipped, so one broken file leaves
+    a gap instead of a crash.
     """
     for path in sorted(p for pattern in patterns for p in glob.glob(pattern)):
         try:
@@ -55,8 +58,15 @@ def results_of_format(patterns: list[str], expected_format: str) -> Iterator[tup
         except (OSError, ValueError, UnicodeDecodeError) as e:
             log.info(f"xlt report: {path}: unreadable ({e}); skipped")
             continue
-        if isinstance(data, dict) and data.get("format") == expected_format:
-            yield path, data
+        if not isinstance(data, dict) or data.get("format") != expected_format:
+            continue
+        if check is not None:
+            try:
+                check(data, path)
+            except XltError as e:
+                log.info(f"xlt report: {e}; skipped")
+                continue
+        yield path, data
 
 
 def missing_reason(directory: str) -> Optional[str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Sequence
 
 from rich.console import Console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn,
@@ -65,3 +65,16 @@ def progress(description: str, total: Optional[float] = None, unit: str = "") ->
     with Progress(*columns, console=console, transient=False) as p:
         tid = p.add_task(description, total=total, status="")
         yield _Task(p, tid)
+
+
+def print_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]], stderr: bool = False) -> None:
+    """A rich table of result figures on stdout (stderr when stdout carries data): the first column
+    (row labels) left-aligned, the figures right-aligned."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    for i, header in enumerate(headers):
+        table.add_column(header, justify="left" if i == 0 else "right")
+    for row in rows:
+        table.add_row(*row)
+    Console(stderr=stderr, highlight=False).print(table)
