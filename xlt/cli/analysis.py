@@ -40,7 +40,7 @@ def extract(run_dir: str, lang: str, level: str, pooling: str, layers: Optional[
 
     \b
     Example (sentence means of layers 0, 4 and 8 of the XNLI English dev premises):
-      cut -f1 data/xnli/dev-en.tsv > en.txt
+      cut -f1 data/xnli/dev-en.tsv | uniq > en.txt; mkdir -p reps
       xlt extract --model runs/en-fr --lang en --layers 0,4,8 en.txt -o reps/en.dev
     \b
     Example (first-subword word vectors of CoNLL-style words, one sentence per line):
@@ -65,7 +65,7 @@ def cka() -> None:
 
     \b
     Example (the en-fr columns of Figure 7 on the XNLI dev premises):
-      cut -f1 data/xnli/dev-en.tsv > en.txt; cut -f1 data/xnli/dev-fr.tsv > fr.txt
+      cut -f1 data/xnli/dev-en.tsv | uniq > en.txt; cut -f1 data/xnli/dev-fr.tsv | uniq > fr.txt; mkdir -p cka
       xlt cka compare --model-a runs/en-fr --lang-a en --text-a en.txt \\
           --lang-b fr --text-b fr.txt --label en-fr --column Bilingual -o cka/en-fr.bi
       xlt cka table cka/en-fr.bi.json cka/en-fr.mono.json cka/en-fr.random.json -o cka/fig7
@@ -103,7 +103,7 @@ def compare(model_a, lang_a, text_a, reps_a, model_b, lang_b, text_b, reps_b, ra
     """CKA per layer between two sides holding the same parallel sentences.
 
     \b
-    Example (one model, two languages):
+    Example (one model, two languages; -o's directory must exist):
       xlt cka compare --model-a runs/en-fr --lang-a en --text-a en.txt \\
           --lang-b fr --text-b fr.txt --label en-fr --column Bilingual --matrix -o cka/en-fr.bi
     \b
@@ -165,6 +165,9 @@ def shift_decode() -> None:
       cut -f1 data/xnli/test-en.tsv | uniq > test.en; cut -f1 data/xnli/test-fr.tsv | uniq > test.fr
       xlt shift-decode translate --model runs/en-fr --shift shift.en-fr.npz \\
           --input test.en --reference test.fr -o en-fr.json
+      xlt shift-decode shift --src means.fr.npz --tgt means.en.npz -o shift.fr-en.npz
+      xlt shift-decode translate --model runs/en-fr --shift shift.fr-en.npz \\
+          --input test.fr --reference test.en -o fr-en.json
       xlt shift-decode table en-fr.json fr-en.json --layer 7 --alpha 3 -o table2
     """
 

@@ -28,7 +28,7 @@ def binarize(vocab: str, lang: str, input_path: str, prefix: str) -> None:
 
     \b
     Example:
-      xlt binarize --vocab vocab --lang en en.train.bpe -o stores/en.train
+      mkdir -p stores; xlt binarize --vocab vocab --lang en en.train.bpe -o stores/en.train
     """
     from xlt.data.store import binarize as binarize_text
 
