@@ -287,3 +287,49 @@ def test_a_damaged_shift_decode_result_is_one_error_line(damage, tmp_path):
     res = run_xlt("shift-decode", "table", result, "--layer", "1", "--alpha", "1", "-o", tmp_path / "table")
     assert_one_line_error(res, str(result), "malformed shift-decode result")
     assert not list(tmp_path.glob("table*"))
+
+
+# ---- 7. settings and files found out before the work, not after it ----------------------------------------
+
+def test_settings_checked_before_any_encoding(tiny_run, tmp_path):
+    from xlt.analysis.align import AlignSettings
+    from xlt.analysis.cka import Side, compare
+    from xlt.text.anchors import anchor_report
+    from xlt.text.bpe import learn
+    from xlt.text.vocab import Vocabulary
+
+    for name, value in (("csls_k", 0), ("csls_k", -3), ("block_size", 0), ("iternorm_rounds", -1)):
+        with pytest.raises(XltError, match=f"--{name.replace('_', '-')} must be at least"):
+            AlignSettings(**{name: value})
+    with pytest.raises(XltError, match="'a b' is not a language code"):
+        Vocabulary(["x"], [1], languages=["a b"], owners=[1])
+    with pytest.raises(XltError, match="between 1 and 2\\^31 - 1"):
+        learn([str(tmp_path / "never-read")], 2 ** 40)
+    for lang in ("en", "fr"):
+        Vocabulary(["a", "b"], [0, 0]).save(tmp_path / f"vocab.{lang}")
+    with pytest.raises(XltError, match="every count is 0") as err:
+        anchor_report([("en", tmp_path / "vocab.en"), ("fr", tmp_path / "vocab.fr")])
+    assert str(err.value.path) == str(tmp_path / "vocab.en")
+
+    one = tmp_path / "one.txt"
+    one.write_text("the cat sees a dog .\n", encoding="utf-8")
+    with pytest.raises(XltError, match="at least 2 parallel sentences"):
+        compare(Side(run=str(tiny_run), lang="en", text=str(one)), Side(run=str(tiny_run), lang="fr", text=str(one)),
+                CompareSettings(), "en-fr", "Bilingual")
+    blank = tmp_path / "blank.txt"
+    blank.write_text("\n\n", encoding="utf-8")
+    with pytest.raises(XltError, match="the text is empty or blank") as err:
+        compute_means(str(tiny_run), "en", str(blank), str(tmp_path / "means.npz"))
+    assert str(err.value.path) == str(blank) and not (tmp_path / "means.npz").exists()
+
+
+def test_a_recipe_whose_files_are_not_objects_is_one_error(tmp_path, monkeypatch):
+    import json
+
+    from xlt.data.recipes import load_recipes
+
+    (tmp_path / "bad.json").write_text(json.dumps({"name": "bad", "title": "t", "licence": "l", "official_url": "u",
+                                                   "in_all": False, "files": ["data/x.txt"]}), encoding="utf-8")
+    with pytest.raises(XltError, match="'files' must be a list of objects") as err:
+        load_recipes(tmp_path)
+    assert str(err.value.path) == str(tmp_path / "bad.json")

@@ -52,6 +52,12 @@ class AlignSettings:
     checkpoint: str = field(default="best", metadata={"help": "Checkpoint of each run: best or last."})
 
     def __post_init__(self) -> None:
+        # Checked before any work: these would fail (or, csls_k=0, report CSLS as 0) after the encoding.
+        for name, least in (("iternorm_rounds", 0), ("csls_k", 1), ("block_size", 1), ("batch_size", 1)):
+            if getattr(self, name) < least:
+                raise XltError(f"--{name.replace('_', '-')} must be at least {least}, got {getattr(self, name)}")
+        if self.checkpoint not in ("best", "last"):
+            raise XltError(f"--checkpoint must be best or last, got {self.checkpoint!r}")
         self.device = str(resolve_device(self.device))  # "auto" becomes what this machine has
 
 

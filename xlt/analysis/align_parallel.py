@@ -120,6 +120,8 @@ def align_dictionary(model: str, source_lang: str, target_lang: str, source_path
     W_l = Procrustes(target words at layer l -> source words at layer l). Maps are written with
     :func:`write_maps`; returns the result (also OUTPUT_DIR/map.json).
     """
+    if max_sentences is not None and max_sentences < 1:
+        raise XltError(f"--max-sentences must be at least 1, got {max_sentences}")
     if os.path.exists(output_dir) and not os.path.isdir(output_dir):
         raise XltError("is a file; expected the output directory of the maps", output_dir)
     sides = Sides.load(model, source_lang, target_lang, target_model, settings)

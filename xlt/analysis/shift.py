@@ -106,12 +106,14 @@ def compute_means(run_dir: str, lang: str, text: str, output: str, n_sentences: 
     """``xlt shift-decode means``: Mean of Language over the first ``n_sentences`` lines of ``text``."""
     from itertools import islice
 
-    from xlt.utils.textio import file_sha256
-    from xlt.utils.textio import read_lines
+    from xlt.utils.textio import file_sha256, read_lines
 
-    if n_sentences < 1:
-        raise XltError(f"--n-sentences must be at least 1, got {n_sentences}")
+    for option, value in (("--n-sentences", n_sentences), ("--batch-size", batch_size)):
+        if value < 1:
+            raise XltError(f"{option} must be at least 1, got {value}")
     lines = list(islice(read_lines(require_file(text, "text file")), n_sentences))
+    if not any(line.strip() for line in lines):
+        raise XltError("no tokens to average: the text is empty or blank", text)
     run = PretrainedRun.load(run_dir, checkpoint, device)
     run.text(lang)
     if len(lines) < n_sentences:

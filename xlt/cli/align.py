@@ -14,7 +14,12 @@ RUN_HELP = "Pretrained run directory of the source side (written by xlt pretrain
 TARGET_HELP = "Run directory of the target side, for two monolingual runs [default: --model, one bilingual run]."
 
 
-def _settings(values: dict) -> AlignSettings:
+def _settings(values: dict, output: str) -> AlignSettings:
+    """The settings, after checking that ``output`` can be written (not found out after the encoding)."""
+    from xlt.utils.textio import check_output_paths
+
+    if output != "-":
+        check_output_paths(output)
     return build_config(AlignSettings, values)
 
 
@@ -124,7 +129,7 @@ def word(model, source_lang, target_lang, target_model, train_dict, test_dict, s
     from xlt.analysis.align import align_word
 
     _write(align_word(model, source_lang, target_lang, train_dict, test_dict, target_model, subwords,
-                      _settings(settings)), output)
+                      _settings(settings, output)), output)
 
 
 @align.command("contextual-word")
@@ -156,7 +161,7 @@ def contextual_word(model, source_lang, target_lang, target_model, source_corpus
 
     _write(align_contextual_word(model, source_lang, target_lang, source_corpus, target_corpus, train_dict, test_dict,
                                  target_model, n_sentences, max_words, _layers(layers), pooling,
-                                 _settings(settings)), output)
+                                 _settings(settings, output)), output)
 
 
 @align.command("sentence")
@@ -190,7 +195,7 @@ def sentence(model, source_lang, target_lang, target_model, train, columns, test
     if not cols or min(cols) < 1:
         raise XltError(f"--columns takes 1-based column numbers such as 1,2, got {columns!r}")
     _write(align_sentence(model, source_lang, target_lang, list(train), test[0], test[1], target_model, cols,
-                          _layers(layers), _settings(settings)), output)
+                          _layers(layers), _settings(settings, output)), output)
 
 
 @align.command("dictionary")
@@ -223,5 +228,5 @@ def dictionary(model, source_lang, target_lang, target_model, parallel, max_sent
 
     result = align_dictionary(model, source_lang, target_lang, parallel[0], parallel[1], output_dir, target_model,
                               _layers(layers), pooling, drop_identical, max_sentences,
-                              settings=_settings(settings))
+                              settings=_settings(settings, "-"))  # OUTPUT_DIR is checked by align_dictionary
     _show(result)

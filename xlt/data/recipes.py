@@ -123,9 +123,15 @@ def _parse_recipe(path: Path) -> Recipe:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as e:
         raise fail(f"not JSON ({e})") from None
+    if not isinstance(raw, dict):
+        raise fail("not a JSON object")
     for key in ("name", "title", "licence", "official_url", "in_all", "files"):
         if key not in raw:
             raise fail(f"missing {key!r}")
+    for key in ("files", "prepare"):
+        entries = raw.get(key, [])
+        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+            raise fail(f"{key!r} must be a list of objects")
     if not _NAME.fullmatch(str(raw["name"])) or raw["name"] == "all":
         raise fail(f"name {raw['name']!r} must be lower-case letters, digits and '_' (and not 'all')")
 

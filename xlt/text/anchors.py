@@ -56,6 +56,9 @@ def anchor_report(per_language: Sequence[tuple[str, PathLike]]) -> dict:
         raise XltError("anchors compare languages: give at least two --vocab LANG FILE")
     if len({lang for lang, _ in loaded}) != len(loaded):
         raise XltError("a language is given more than once")
+    for (lang, path), (_, v) in zip(per_language, loaded):
+        if sum(v.counts) == 0:  # token shares would divide by zero
+            raise XltError("every count is 0: not a vocabulary counted from text", path)
     counts = {lang: dict(zip(v.tokens, v.counts)) for lang, v in loaded}
     report = {"format": "xlt-anchors/1", "vocabularies": {
         lang: {"path": os.fspath(path), "sha256": v.sha256, "types": len(v.tokens), "tokens": sum(v.counts)}

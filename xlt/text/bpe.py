@@ -49,8 +49,8 @@ def learn(corpora: Sequence[PathLike], merges: int, output: Optional[PathLike] =
     Returns:
         The number of merges written (fewer than ``merges`` only if the corpus runs out of pairs).
     """
-    if merges < 1:
-        raise XltError(f"the number of merges must be at least 1, not {merges}")
+    if not 1 <= merges < 2 ** 31:  # fastBPE reads the count with std::stoi (a C int)
+        raise XltError(f"the number of merges must be between 1 and 2^31 - 1, not {merges}")
     corpora = check_inputs(corpora, "corpus")
     with tempfile.TemporaryFile() as raw, log.progress("learning BPE merges", total=merges) as bar:
         def show_progress() -> None:

@@ -53,6 +53,10 @@ class Vocabulary:
     sha256: str = ""
 
     def __post_init__(self) -> None:
+        for lang in self.languages:
+            # Codes become file names, prefixes (fr:chat) and comma lists downstream.
+            if not lang or any(c.isspace() or c in ":,/" for c in lang):
+                raise XltError(f"{lang!r} is not a language code (no spaces, ':', ',' or '/')")
         self._index = {t: i + len(SPECIALS) for i, t in enumerate(self.tokens)}
         if not self.sha256:
             self.sha256 = hashlib.sha256(self.file_text().encode("utf-8")).hexdigest()
