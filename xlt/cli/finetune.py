@@ -11,7 +11,7 @@ import click
 from click.core import ParameterSource
 
 from xlt.cli.options import build_config, dataclass_options
-from xlt.finetune.config import FinetuneConfig
+from xlt.finetune.config import FinetuneConfig, read_config_file
 from xlt.utils.errors import XltError
 
 # Options spelled by hand below (lists, triples, the task argument); the rest come from the dataclass.
@@ -34,37 +34,6 @@ def _numbers(values: tuple[str, ...], kind: type, option: str) -> list:
             except ValueError:
                 raise XltError(f"{option}: {item.strip()!r} is not {'an integer' if kind is int else 'a number'}") from None
     return out
-
-
-def _read_config_file(path: str) -> dict[str, Any]:
-    """A JSON or TOML file of FinetuneConfig fields (dashes or underscores in names)."""
-    from xlt.utils.errors import require_file
-
-    require_file(path, "config file")
-    try:
-        if path.endswith(".toml"):
-            import tomllib
-
-            with open(path, "rb") as f:
-                data = tomllib.load(f)
-        else:
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
-    except (ValueError, UnicodeDecodeError) as e:  # JSONDecodeError and TOMLDecodeError are ValueErrors
-        raise XltError(f"not a valid {'TOML' if path.endswith('.toml') else 'JSON'} config ({e})", path) from None
-    if not isinstance(data, dict):
-        raise XltError("a config file holds one object of option names and values", path)
-    data = {k.replace("-", "_"): v for k, v in data.items()}
-    known = {f.name for f in dataclasses.fields(FinetuneConfig)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise XltError(f"unknown option(s): {', '.join(unknown)}", path)
-    import typing
-
-    from xlt.utils.typed import conform
-
-    hints = typing.get_type_hints(FinetuneConfig)
-    return {key: conform(value, hints[key], f"option {key}", path=path) for key, value in data.items()}
 
 
 def _task_value(text: str) -> Any:
@@ -113,6 +82,7 @@ def finetune(task: str, config_file: str | None, targets, eval_, task_settings, 
     Example (NER with explicit files, a smaller grid, Liu et al.'s frozen bottom):
       xlt finetune ner --model runs/en-ru -o results/ner.en-ru \\
           --train en data/ner/wikiann/en/train --dev en data/ner/wikiann/en/dev \\
+          --eval en data/ner/wikiann/en/dev data/ner/wikiann/en/test \\
           --eval ru data/ner/wikiann/ru/dev data/ner/wikiann/ru/test \\
           --batch-size 32 --encoder-lr 2e-5,3e-5 --epochs 3 --freeze-bottom 4
     \b
@@ -123,7 +93,7 @@ def finetune(task: str, config_file: str | None, targets, eval_, task_settings, 
     from xlt.finetune.runner import finetune as run
 
     ctx = click.get_current_context()
-    merged: dict[str, Any] = _read_config_file(config_file) if config_file else {}
+    merged: dict[str, Any] = read_config_file(config_file) if config_file else {}
     for name in GENERATED:  # the command line wins over the file, the file over the defaults
         if ctx.get_parameter_source(name) != ParameterSource.DEFAULT or name not in merged:
             merged[name] = values[name]

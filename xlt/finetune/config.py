@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import math
 import os
-from dataclasses import dataclass, field
+import typing
+from dataclasses import dataclass
 from typing import Any, Iterator, Optional
 
-from xlt.utils.errors import XltError
-from xlt.utils.typed import help_field
+from xlt.utils.errors import XltError, require_file
+from xlt.utils.typed import conform, help_field
 
 SCHEDULES = ("constant", "linear")
 LANG_EMBEDDING_AT_TEST = ("target", "source")
@@ -247,3 +249,28 @@ class FinetuneConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def read_config_file(path: str) -> dict[str, Any]:
+    """A JSON or TOML file of FinetuneConfig fields (dashes or underscores in names)."""
+    require_file(path, "config file")
+    try:
+        if path.endswith(".toml"):
+            import tomllib
+
+            with open(path, "rb") as f:
+                data = tomllib.load(f)
+        else:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+    except (ValueError, UnicodeDecodeError) as e:  # JSONDecodeError and TOMLDecodeError are ValueErrors
+        raise XltError(f"not a valid {'TOML' if path.endswith('.toml') else 'JSON'} config ({e})", path) from None
+    if not isinstance(data, dict):
+        raise XltError("a config file holds one object of option names and values", path)
+    data = {k.replace("-", "_"): v for k, v in data.items()}
+    known = {f.name for f in dataclasses.fields(FinetuneConfig)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise XltError(f"unknown option(s): {', '.join(unknown)}", path)
+    hints = typing.get_type_hints(FinetuneConfig)
+    return {key: conform(value, hints[key], f"option {key}", path=path) for key, value in data.items()}
