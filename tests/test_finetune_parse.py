@@ -54,11 +54,12 @@ def broken(line_number, replacement):
 
 @pytest.mark.parametrize("line, replacement, message", [
     (4, "2\tcat\tcat\tNOUN\t_\t_\t3\tnsubj\t_", "expected 10 tab-separated columns, got 9"),
-    (4, "2\tcat\tcat\tNOUN\t_\t_\tx\tnsubj\t_\t_", "'x' is not a valid value"),
+    (4, "2\tcat\tcat\tNOUN\t_\t_\tx\tnsubj\t_\t_", "HEAD 'x' is not a word number"),
     (4, "2\tcat\tcat\tNOUN\t_\t_\t_\tnsubj\t_\t_", "without a head"),
     (4, "2\tcat\tcat\tNOUN\t_\t_\t3\t_\t_\t_", "without a relation"),
     (4, "3\tcat\tcat\tNOUN\t_\t_\t3\tnsubj\t_\t_", "word id 3 out of order"),
-    (4, "2x\tcat\tcat\tNOUN\t_\t_\t3\tnsubj\t_\t_", "not a valid ID"),
+    (4, "2x\tcat\tcat\tNOUN\t_\t_\t3\tnsubj\t_\t_", "ID '2x' is not a word number"),
+    (4, "2\t\tcat\tNOUN\t_\t_\t3\tnsubj\t_\t_", "a word with an empty FORM"),
     (4, "2\tcat\tcat\tNOUN\t_\t_\t9\tnsubj\t_\t_", "head 9 is outside the sentence"),
     (4, "2\tcat\tcat\tNOUN\t_\t_\t2\tnsubj\t_\t_", r"word 2's heads run in a cycle \(2 -> 2\)"),
 ])

@@ -102,11 +102,17 @@ def read_conllu(path: str) -> list[Tree]:
             raise XltError(f"expected {CONLLU_COLUMNS} tab-separated columns, got {len(columns)}", path, lineno)
         try:
             word_id = DEFAULT_FIELD_PARSERS["id"](columns, 0)
-            if not isinstance(word_id, int):      # "1-2" multiword token, "3.1" empty node
-                continue
+        except ParseException:
+            raise XltError(f"ID {columns[0]!r} is not a word number (1, 2, ...), a range (1-2) or an empty "
+                           "node (3.1)", path, lineno) from None
+        if not isinstance(word_id, int):      # "1-2" multiword token, "3.1" empty node
+            continue
+        try:
             head = DEFAULT_FIELD_PARSERS["head"](columns, 6)
-        except ParseException as err:
-            raise XltError(str(err), path, lineno) from None
+        except ParseException:
+            raise XltError(f"HEAD {columns[6]!r} is not a word number (0 for the root)", path, lineno) from None
+        if columns[1] == "":
+            raise XltError("a word with an empty FORM", path, lineno)
         if word_id != len(words) + 1:
             raise XltError(f"word id {word_id} out of order (expected {len(words) + 1})", path, lineno)
         if head is None:
