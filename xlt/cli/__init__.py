@@ -36,14 +36,6 @@ SUBCOMMANDS = {
 _state = {"command": "xlt", "debug": False}
 
 
-class XltCommand(click.Command):
-    """Records its full name (``xlt bpe learn``) so the error line can name it."""
-
-    def invoke(self, ctx: click.Context):
-        _state["command"] = ctx.command_path
-        return super().invoke(ctx)
-
-
 def _track_name(cmd: click.Command) -> click.Command:
     """Make ``cmd`` (and a group's subcommands) record their full name when they run."""
     original = cmd.invoke
@@ -60,7 +52,8 @@ def _track_name(cmd: click.Command) -> click.Command:
 
 
 class XltGroup(click.Group):
-    command_class = XltCommand
+    """Subcommands imported when first used (``lazy``: name -> "module:attribute"); every command
+    records its full name (``xlt bpe learn``) when it runs, so the error line can name it."""
 
     def __init__(self, *args, lazy: Optional[dict] = None, **kwargs):
         super().__init__(*args, **kwargs)

@@ -6,11 +6,10 @@ import shlex
 
 import click
 
-from xlt.cli import XltCommand
 from xlt.utils import log
 
 
-@click.command("binarize", cls=XltCommand)
+@click.command("binarize")
 @click.option("--vocab", required=True, metavar="VOCAB", help="Vocabulary file (fastBPE 'token count', with its "
               "optional .langs.json sidecar).")
 @click.option("--lang", required=True, metavar="L", help="Language of the text; selects the entries of a "

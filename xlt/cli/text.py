@@ -7,11 +7,10 @@ from typing import Optional
 
 import click
 
-from xlt.cli import XltCommand
 from xlt.utils import log
 
 
-@click.command(cls=XltCommand)
+@click.command()
 @click.option("--lang", "-l", required=True, help="Language code of the text (en, fr, ru, de, zh, ...).")
 @click.argument("input_path", metavar="[INPUT]", default="-")
 @click.option("--output", "-o", "output_path", default="-", help="Output file (default: stdout).")
@@ -37,7 +36,7 @@ def tokenize(lang: str, input_path: str, output_path: str, workers: int, lowerca
     log.info(f"tokenize: {lines:,} lines")
 
 
-@click.command(cls=XltCommand)
+@click.command()
 @click.option("--dict", "dictionary_path", required=True,
               help="MUSE dictionary: 'source translation [weight]' per line (space or tab separated).")
 @click.argument("input_path", metavar="[INPUT]", default="-")
