@@ -92,3 +92,26 @@ def test_two_nodes_of_one_process_equal_one_node_of_two(inputs, tmp_path):
     assert len(b["per_rank"]) == 2
     for name in a["model"]:
         assert torch.equal(a["model"][name], b["model"][name]), name
+
+
+def test_sigterm_to_torchrun_stops_every_rank_at_the_same_step_with_a_checkpoint(inputs, tmp_path):
+    import re
+    import signal
+    import time
+
+    run = tmp_path / "run"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(HERE.parent), "XLT_DEVICE": "cpu"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           "--monitor-interval", "0.1", "-m", "xlt", "pretrain", "--run-dir", str(run), *inputs["args"],
+           *tiny_args(100000, eval_every="100000", save_every="100000")]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.time() + 120
+    while not (run / "metrics.jsonl").exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)  # to the agent, as a scheduler would; it passes it on to the workers
+    _, stderr = proc.communicate(timeout=120)
+    steps = {int(m) for m in re.findall(r"stopped by SIGTERM after step (\d+)", stderr)}
+    assert len(re.findall("stopped by SIGTERM", stderr)) == 2 and len(steps) == 1, stderr[-3000:]
+    last = torch.load(run / "checkpoints" / "last.pt", weights_only=False)
+    assert last["step"] == steps.pop() > 0 and len(last["per_rank"]) == 2

@@ -96,10 +96,10 @@ def cli(quiet: bool, debug: bool) -> None:
     _state["debug"] = debug
 
 
-def fail(message: str) -> None:
-    """Print the one error line and exit with status 2."""
+def fail(message: str, status: int = EXIT_USAGE) -> None:
+    """Print the one error line and exit with ``status`` (2: bad input)."""
     click.echo(f"{_state['command']}: error: {message}", err=True)
-    sys.exit(EXIT_USAGE)
+    sys.exit(status)
 
 
 def main(argv: Optional[list[str]] = None) -> None:
@@ -122,7 +122,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     except XltError as e:
         if _state["debug"]:
             raise
-        fail(str(e))
+        fail(str(e), getattr(e, "exit_status", EXIT_USAGE))
     except BrokenPipeError:
         # `xlt ... | head` is normal use: stop quietly, and keep Python from complaining at exit.
         sys.stderr.close()

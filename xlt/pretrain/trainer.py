@@ -10,12 +10,14 @@ and started again ends with the same weights as a run never interrupted.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shutil
+import signal
+import threading
 import time
-from contextlib import nullcontext
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import torch
 
@@ -32,7 +34,7 @@ from xlt.pretrain.schedule import inverse_sqrt_schedule
 from xlt.text.bpe import check_codes
 from xlt.text.vocab import Vocabulary
 from xlt.utils import log
-from xlt.utils.errors import XltError
+from xlt.utils.errors import Terminated, XltError
 from xlt.utils.rundir import MetricsLog, check_same_config, exclusive_lock, write_run_description
 from xlt.utils.seed import rng_state, seed_everything, set_rng_state
 from xlt.utils.textio import atomic_path, file_sha256, write_json
@@ -131,7 +133,7 @@ class Pretrainer:
 
     def _autocast(self):
         if self.autocast_dtype is None:
-            return nullcontext()
+            return contextlib.nullcontext()
         return torch.autocast(self.d.device.type, dtype=self.autocast_dtype)
 
     # ---- checkpoints ------------------------------------------------------------------------
@@ -210,7 +212,7 @@ class Pretrainer:
 
     def train(self) -> dict[str, Any]:
         """Train to ``max_steps`` (resuming if the run directory has a checkpoint); return a summary."""
-        lock = exclusive_lock(os.path.join(self.run_dir, ".lock")) if self.d.is_main else nullcontext()
+        lock = exclusive_lock(os.path.join(self.run_dir, ".lock")) if self.d.is_main else contextlib.nullcontext()
         os.makedirs(self.run_dir, exist_ok=True)
         with lock:
             if self.prepare_run_dir():
@@ -225,9 +227,15 @@ class Pretrainer:
     def _loop(self) -> dict[str, Any]:
         cfg = self.cfg
         tokens_since, wait_since, t_since = 0, 0.0, time.perf_counter()
-        with log.progress("pretrain", total=cfg.max_steps) as bar:
+        with log.progress("pretrain", total=cfg.max_steps) as bar, sigterm_requested() as stop:
             bar.advance(self.step)
             while self.step < cfg.max_steps:
+                # Between steps, where a checkpoint equals the uninterrupted run's state; decided
+                # together, so every rank saves and leaves at the same step.
+                if distributed.any_rank(self.d, stop.is_set()):
+                    self.save("last.pt")
+                    raise Terminated(f"stopped by SIGTERM after step {self.step}, checkpoint saved "
+                                     f"({self._path('last.pt')}); the same command resumes the run")
                 t0 = time.perf_counter()
                 lang = self.sampler.next()
                 masked = self.masking(next(self.streams[lang]), lang, self.mask_generator)
@@ -320,6 +328,21 @@ class Pretrainer:
         """What downstream stages load: weights and the configs that built them (no optimizer)."""
         return {"step": self.step, "model": self.model.state_dict(), "model_config": self.model_config.to_dict(),
                 "config": self.cfg.to_dict(), "vocab_sha256": self.vocab.sha256, "best": dict(self.best)}
+
+
+@contextlib.contextmanager
+def sigterm_requested() -> Iterator[threading.Event]:
+    """An event set by SIGTERM while the block runs (the default handler would kill the process and
+    lose everything since the last checkpoint; a preempted GPU job usually gets a grace period)."""
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+        yield stop
+        return
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _copy_if_changed(src: str, dst: str) -> None:

@@ -14,6 +14,7 @@ from typing import Optional, Union
 PathLike = Union[str, "os.PathLike[str]"]
 
 EXIT_USAGE = 2
+EXIT_TERMINATED = 143  # 128 + SIGTERM, what a shell reports for a process SIGTERM killed
 
 
 class XltError(Exception):
@@ -33,6 +34,13 @@ class XltError(Exception):
 
     def __str__(self) -> str:
         return self.location() + self.message
+
+
+class Terminated(XltError):
+    """A long command stopped cleanly on SIGTERM (a preempted or time-limited job) after saving what
+    it needs to resume; the CLI prints the message and exits with :data:`EXIT_TERMINATED`."""
+
+    exit_status = EXIT_TERMINATED
 
 
 def require_file(path: PathLike, what: str = "file") -> str:
