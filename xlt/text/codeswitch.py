@@ -51,11 +51,11 @@ class CodeSwitchConfig:
         for name in ("rate", "max_fraction"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
-                raise XltError(f"{name} must be between 0 and 1, got {value}")
+                raise XltError(f"--{name.replace('_', '-')} must be between 0 and 1, got {value}")
         if self.batch_lines < 1:
-            raise XltError(f"batch_lines must be at least 1, got {self.batch_lines}")
+            raise XltError(f"--batch-lines must be at least 1, got {self.batch_lines}")
         if self.seed < 0:
-            raise XltError(f"seed must be non-negative, got {self.seed}")
+            raise XltError(f"--seed must be non-negative, got {self.seed}")
 
     def cap(self, words: int) -> int:
         """``floor(max_fraction * words)``, exactly: 0.29 of 100 words is 29, not 28.999..."""
