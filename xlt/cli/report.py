@@ -18,7 +18,8 @@ def _languages(text: str) -> list[str]:
         raise XltError("--langs needs at least one language code, e.g. fr,ru,zh")
     odd = [lang for lang in languages if not lang.replace("-", "").replace("_", "").isalnum()]
     if odd:
-        raise XltError(f"--langs takes comma-separated language codes such as fr,ru,zh; got {', '.join(map(repr, odd))}")
+        raise XltError("--langs takes comma-separated language codes such as fr,ru,zh; "
+                       f"got {', '.join(map(repr, odd))}")
     return languages
 
 

@@ -270,8 +270,8 @@ class Pretrainer:
         value = loss.item()
         # Decided together: a rank that stopped alone would leave the others waiting in backward's all-reduce.
         if distributed.any_rank(self.d, not math.isfinite(value)):
-            kept = (f"the last good checkpoint is kept ({self._path('last.pt')})" if os.path.exists(self._path("last.pt"))
-                    else "no checkpoint had been saved yet")
+            last = self._path("last.pt")
+            kept = f"the last good checkpoint is kept ({last})" if os.path.exists(last) else "no checkpoint was saved yet"
             raise XltError(f"loss is not finite at step {self.step + 1} (here: {value}); stopped, {kept}; "
                            "lower --lr or use --precision fp32/bf16")
         self.scaler.scale(loss).backward()
