@@ -233,7 +233,7 @@ def test_missing_and_corrupt_files_are_named(tmp_path):
     assert err.value.path == str(tmp_path / "st.idx")
 
     (tmp_path / "st.json").write_text("{not json", encoding="utf-8")
-    with pytest.raises(XltError, match="corrupt token store header") as err:
+    with pytest.raises(XltError, match="not a valid token store header") as err:
         TokenStore.open(tmp_path / "st")
     assert err.value.path == str(tmp_path / "st.json")
 

@@ -29,10 +29,9 @@ import numpy as np
 
 from xlt import __version__
 from xlt.text.vocab import EOS_ID, UNK_ID, Vocabulary
-from xlt.utils.textio import file_sha256
 from xlt.utils import log
 from xlt.utils.errors import PathLike, XltError, require_file
-from xlt.utils.textio import atomic_path, read_lines
+from xlt.utils.textio import atomic_path, file_sha256, read_json, read_lines
 
 FORMAT = "xlt-token-store"
 FORMAT_VERSION = 1
@@ -244,13 +243,7 @@ class TokenStore:
 def _read_header(path: str) -> dict:
     if not os.path.exists(path):
         raise XltError("no such token store (its header file is missing)", path)
-    try:
-        with open(path, encoding="utf-8") as f:
-            header = json.load(f)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise XltError(f"corrupt token store header ({e})", path) from None
-    if not isinstance(header, dict) or header.get("format") != FORMAT:
-        raise XltError(f"not a token store header (expected format {FORMAT!r})", path)
+    header = read_json(path, "token store header", format=FORMAT)
     if header.get("format_version") != FORMAT_VERSION:
         raise XltError(f"token store format version {header.get('format_version')!r} is not supported "
                        f"(this xlt reads version {FORMAT_VERSION})", path)

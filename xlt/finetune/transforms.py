@@ -26,7 +26,6 @@ source language they were trained on.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from dataclasses import dataclass
 from typing import Optional
@@ -36,8 +35,8 @@ import torch
 from torch import Tensor
 
 from xlt.model.encoder import LayerHook
-from xlt.utils.errors import XltError, require_file
-from xlt.utils.textio import file_sha256
+from xlt.utils.errors import XltError
+from xlt.utils.textio import file_sha256, read_json
 
 MAP_FORMAT = "xlt-layer-map/1"
 MAP_HEADER = "map.json"
@@ -87,15 +86,7 @@ class LayerMap:
 def load_map(directory: str, layer: Optional[int], source: str, d_model: int, n_layers: int) -> LayerMap:
     """Read and check a map directory (see the module docstring for the format)."""
     header_path = os.path.join(directory, MAP_HEADER)
-    require_file(header_path, "map header")
-    try:
-        with open(header_path, encoding="utf-8") as f:
-            header = json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise XltError(f"not a JSON map header ({e})", header_path) from None
-    if not isinstance(header, dict) or header.get("format") != MAP_FORMAT:
-        raise XltError(f"not an {MAP_FORMAT} header (format {header.get('format') if isinstance(header, dict) else None!r})",
-                       header_path)
+    header = read_json(header_path, "map header", format=MAP_FORMAT)
     for key in ("source", "target", "layers"):
         if key not in header:
             raise XltError(f"map header lacks {key!r}", header_path)
