@@ -21,7 +21,7 @@ from torch import Tensor
 from xlt.model.config import EncoderConfig
 from xlt.model.heads import MaskedLM
 from xlt.pretrain.checkpoint import load_checkpoint, load_model_weights, require_keys
-from xlt.text.tokenize import Tokenizer
+from xlt.text.tokenize import Tokenizer, TokenizerConfig
 from xlt.text.vocab import EOS_ID, PAD_ID, UNK_ID, Vocabulary
 from xlt.utils.errors import PathLike, XltError
 from xlt.utils.textio import read_json
@@ -133,9 +133,12 @@ class PretrainedRun:
             raise XltError(f"language {lang!r} is not one of this model's ({', '.join(self.text_settings)})",
                            self.path)
         if lang not in self._texts:
-            s = self.text_settings[lang]
-            codes = os.path.join(self.path, s["codes"]) if s.get("codes") else None
-            tokenizer = Tokenizer(lang, s.get("lowercase", False), s.get("remove_accents", False))
+            s = dict(self.text_settings[lang])
+            codes = os.path.join(self.path, s.pop("codes")) if s.get("codes") else None
+            s.pop("codes", None)
+            # Runs written before text.json recorded "lang" and the library versions read the same.
+            c = TokenizerConfig.from_dict({"lang": lang, **s}, os.path.join(self.path, "text.json"))
+            tokenizer = Tokenizer(c.lang, c.lowercase, c.remove_accents)
             self._texts[lang] = TextPipeline(lang, self.vocab, tokenizer, codes)
         return self._texts[lang]
 

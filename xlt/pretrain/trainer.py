@@ -32,6 +32,7 @@ from xlt.pretrain.checkpoint import load_checkpoint, load_model_weights, save_ch
 from xlt.pretrain.config import MUTABLE_KEYS, PretrainConfig
 from xlt.pretrain.schedule import inverse_sqrt_schedule
 from xlt.text.bpe import check_codes
+from xlt.text.tokenize import TokenizerConfig
 from xlt.text.vocab import Vocabulary
 from xlt.utils import log
 from xlt.utils.errors import Terminated, XltError
@@ -103,11 +104,16 @@ class Pretrainer:
             for lang in table:
                 if lang not in self.languages:
                     raise XltError(f"{option} {lang}: not a training language ({', '.join(self.languages)})")
+        for lang in self.languages:
+            self._tokenizer_config(lang)  # a language no tokenizer knows could not be fed new text later
         for path in self.cfg.codes.values():
             check_codes(path)  # a bad codes file would be copied into the run and fail every later stage
         if self.cfg.select_on != "mean" and self.cfg.select_on not in self.languages:
             raise XltError(f"--select-on {self.cfg.select_on!r} is not a training language "
                            f"({', '.join(self.languages)}) nor 'mean'")
+
+    def _tokenizer_config(self, lang: str) -> TokenizerConfig:
+        return TokenizerConfig(lang, self.cfg.lowercase, self.cfg.remove_accents)
 
     def _wrap_ddp(self, model: torch.nn.Module) -> torch.nn.Module:
         if not self.d.enabled:
@@ -199,9 +205,10 @@ class Pretrainer:
                 _copy_if_changed(src, os.path.join(self.run_dir, dst))
             elif not src.endswith(".langs.json"):
                 raise XltError("no such file", src)
+        # Per language: the tokenizer settings (with the tokenizer library's version) and the codes file.
         write_json(os.path.join(self.run_dir, "text.json"), {
-            lang: {"codes": f"codes.{lang}" if lang in self.cfg.codes else None, "lowercase": self.cfg.lowercase,
-                   "remove_accents": self.cfg.remove_accents} for lang in self.languages})
+            lang: {**self._tokenizer_config(lang).to_dict(),
+                   "codes": f"codes.{lang}" if lang in self.cfg.codes else None} for lang in self.languages})
         stores = {f"{split}/{lang}": {"prefix": s_path, **{k: store.header.get(k) for k in (
             "vocab_sha256", "n_sentences", "n_tokens", "source_sha256", "unk_rate") if k in store.header}}
                   for split, paths, stores_ in (("train", self.cfg.train, self.train_stores),
