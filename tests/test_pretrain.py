@@ -112,7 +112,7 @@ def test_sigkill_at_any_moment_then_resume_equals_uninterrupted(inputs, tmp_path
 
 def test_sigterm_saves_a_checkpoint_and_resuming_equals_uninterrupted(inputs, tmp_path):
     """A preempted job (SIGTERM, then a grace period) keeps every step it made, not only the last save."""
-    settings = tiny_args(150, eval_every="50", save_every="100")
+    settings = tiny_args(300, eval_every="100", save_every="200")
     straight, stopped = tmp_path / "straight", tmp_path / "stopped"
     run_xlt("pretrain", "--run-dir", straight, *inputs["args"], *settings, check=True)
     cmd = [sys.executable, "-m", "xlt", "pretrain", "--run-dir", str(stopped), *inputs["args"], *settings]
@@ -122,13 +122,11 @@ def test_sigterm_saves_a_checkpoint_and_resuming_equals_uninterrupted(inputs, tm
         time.sleep(0.02)  # the loop is running (its first metric line is written at step 2)
     proc.send_signal(signal.SIGTERM)
     _, stderr = proc.communicate(timeout=60)
-    if proc.returncode == 0:
-        pytest.skip("the run finished before SIGTERM arrived")
-    assert proc.returncode == 143, stderr
+    assert proc.returncode == 143, stderr  # 300 steps take seconds: the signal arrives long before the end
     lines = [line for line in stderr.splitlines() if "error:" in line]
     assert len(lines) == 1 and "stopped by SIGTERM after step" in lines[0], stderr
     saved = torch.load(stopped / "checkpoints" / "last.pt", weights_only=False)["step"]
-    assert 0 < saved < 150, saved
+    assert 0 < saved < 300, saved
     run_xlt("pretrain", "--run-dir", stopped, *inputs["args"], *settings, check=True)
     assert_same_weights(weights(straight), weights(stopped))
 
