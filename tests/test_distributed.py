@@ -106,7 +106,8 @@ def test_sigterm_to_torchrun_stops_every_rank_at_the_same_step_with_a_checkpoint
            *tiny_args(100000, eval_every="100000", save_every="100000")]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.time() + 120
-    while not (run / "metrics.jsonl").exists() and time.time() < deadline and proc.poll() is None:
+    metrics = run / "metrics.jsonl"
+    while not (metrics.exists() and '"loss"' in metrics.read_text()) and time.time() < deadline and proc.poll() is None:
         time.sleep(0.05)
     time.sleep(0.5)
     proc.send_signal(signal.SIGTERM)  # to the agent, as a scheduler would; it passes it on to the workers

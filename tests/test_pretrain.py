@@ -118,8 +118,9 @@ def test_sigterm_saves_a_checkpoint_and_resuming_equals_uninterrupted(inputs, tm
     cmd = [sys.executable, "-m", "xlt", "pretrain", "--run-dir", str(stopped), *inputs["args"], *settings]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 60
-    while not (stopped / "metrics.jsonl").exists() and time.time() < deadline and proc.poll() is None:
-        time.sleep(0.02)  # the loop is running (its first metric line is written at step 2)
+    metrics = stopped / "metrics.jsonl"
+    while not (metrics.exists() and '"loss"' in metrics.read_text()) and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.02)  # the loop is running (its first loss line is written at step 2)
     proc.send_signal(signal.SIGTERM)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 143, stderr  # 300 steps take seconds: the signal arrives long before the end

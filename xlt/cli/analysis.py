@@ -52,8 +52,14 @@ def extract(run_dir: str, lang: str, level: str, pooling: str, layers: Optional[
                      batch_size, device, include_specials, random_seed)
 
 
-def _prefix(output: str, suffix: str) -> str:
-    return output[:-len(suffix)] if output.endswith(suffix) else output
+def _prefix(output: str, suffix: str, *extensions: str) -> str:
+    """``output`` without ``suffix``, once every file PREFIX+extension can be written (checked before
+    the work, so a bad -o does not fail after it, or between two of the outputs)."""
+    from xlt.utils.textio import check_output_paths
+
+    prefix = output[:-len(suffix)] if output.endswith(suffix) else output
+    check_output_paths(*(prefix + extension for extension in extensions or (suffix,)))
+    return prefix
 
 
 @click.group()
@@ -103,7 +109,7 @@ def compare(model_a, lang_a, text_a, reps_a, model_b, lang_b, text_b, reps_b, ra
     """CKA per layer between two sides holding the same parallel sentences.
 
     \b
-    Example (one model, two languages; -o's directory must exist):
+    Example (one model, two languages):
       xlt cka compare --model-a runs/en-fr --lang-a en --text-a en.txt \\
           --lang-b fr --text-b fr.txt --label en-fr --column Bilingual --matrix -o cka/en-fr.bi
     \b
@@ -120,7 +126,8 @@ def compare(model_a, lang_a, text_a, reps_a, model_b, lang_b, text_b, reps_b, ra
     b = _side("b", model_b or model_a, lang_b, text_b, reps_b, random_b)
     settings = CompareSettings(parse_layers(layers), debiased, matrix, n_sentences, include_specials, checkpoint,
                                batch_size, device)
-    write_column(run_compare(a, b, settings, label, column, retrieval), _prefix(output, ".json"))
+    prefix = _prefix(output, ".json", ".json", ".png")
+    write_column(run_compare(a, b, settings, label, column, retrieval), prefix)
 
 
 def _side(name: str, run, lang, text, reps, random_seed):
@@ -146,7 +153,8 @@ def table(columns: tuple[str, ...], output: str) -> None:
     """
     from xlt.analysis.cka import assemble_table, write_table
 
-    write_table(assemble_table(columns), _prefix(output, ".json"))
+    prefix = _prefix(output, ".json", ".json", ".tsv", ".png")
+    write_table(assemble_table(columns), prefix)
 
 
 @click.group("shift-decode")
@@ -191,7 +199,9 @@ def means(run_dir, lang, n_sentences, include_specials, checkpoint, batch_size, 
       xlt shift-decode means --model runs/en-fr --lang fr --n-sentences 10000 held-out.fr -o means.fr.npz
     """
     from xlt.analysis.shift import compute_means
+    from xlt.utils.textio import check_output_paths
 
+    check_output_paths(output)
     compute_means(run_dir, lang, text, output, n_sentences, include_specials, checkpoint, batch_size, device)
 
 
@@ -265,4 +275,5 @@ def shift_table(results, layer, alpha, cr_layer, output) -> None:
     """
     from xlt.analysis.shift_table import assemble_table2, write_table2
 
-    write_table2(assemble_table2(results, layer, alpha, cr_layer), _prefix(output, ".json"))
+    prefix = _prefix(output, ".json", ".json", ".tsv")
+    write_table2(assemble_table2(results, layer, alpha, cr_layer), prefix)

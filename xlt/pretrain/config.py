@@ -64,7 +64,7 @@ class PretrainConfig:
     def validate(self) -> None:
         """Settings the loop cannot run with -> XltError naming the option, before anything is written
         (a zero interval is a division by zero at the first step, a zero lr one in the schedule)."""
-        for name in ("max_steps", "eval_every", "save_every", "log_every"):
+        for name in ("max_steps", "eval_every", "save_every", "log_every", "stream_len", "batch_size"):
             _require(getattr(self, name) >= 1, name, "at least 1", getattr(self, name))
         _require(self.eval_batches is None or self.eval_batches >= 1, "eval_batches", "at least 1 when given",
                  self.eval_batches)  # 0 batches: a dev perplexity of nan
@@ -80,8 +80,6 @@ class PretrainConfig:
         for beta in self.adam_betas:
             _require(0 <= beta < 1, "adam_betas", "in [0, 1)", beta)
         _require(0 <= self.seed < 2 ** 32, "seed", "between 0 and 2^32 - 1", self.seed)
-        for name in ("stream_len", "batch_size"):
-            _require(getattr(self, name) >= 1, name, "at least 1", getattr(self, name))
         _require(self.max_sentences is None or self.max_sentences >= 1, "max_sentences", "at least 1 when given",
                  self.max_sentences)
         if self.precision not in PRECISIONS:

@@ -74,13 +74,14 @@ def teardown(d: Dist) -> None:
         dist.destroy_process_group()
 
 
-def any_rank(d: Dist, flag: bool) -> bool:
-    """True on every rank when it is True on at least one (so that all ranks take the same branch)."""
+def any_rank(d: Dist, *flags: bool) -> tuple[bool, ...]:
+    """Each flag True on every rank when it is True on at least one (so that all ranks take the same
+    branch); several flags cost one all-reduce."""
     if not d.enabled:
-        return flag
-    t = torch.tensor([float(flag)], device=d.device)
+        return flags
+    t = torch.tensor([float(f) for f in flags], device=d.device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return bool(t.item())
+    return tuple(bool(v) for v in t.tolist())
 
 
 def barrier(d: Dist) -> None:

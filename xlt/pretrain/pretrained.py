@@ -134,12 +134,11 @@ class PretrainedRun:
                            self.path)
         if lang not in self._texts:
             s = dict(self.text_settings[lang])
-            codes = os.path.join(self.path, s.pop("codes")) if s.get("codes") else None
-            s.pop("codes", None)
+            codes = s.pop("codes", None)
             # Runs written before text.json recorded "lang" and the library versions read the same.
-            c = TokenizerConfig.from_dict({"lang": lang, **s}, os.path.join(self.path, "text.json"))
-            tokenizer = Tokenizer(c.lang, c.lowercase, c.remove_accents)
-            self._texts[lang] = TextPipeline(lang, self.vocab, tokenizer, codes)
+            config = TokenizerConfig.from_dict({**s, "lang": lang}, os.path.join(self.path, "text.json"))
+            self._texts[lang] = TextPipeline(lang, self.vocab, Tokenizer.from_config(config),
+                                             os.path.join(self.path, codes) if codes else None)
         return self._texts[lang]
 
     def random_encoder_like(self, seed: int = 0) -> MaskedLM:

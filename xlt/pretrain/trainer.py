@@ -221,33 +221,26 @@ class Pretrainer:
         """Train to ``max_steps`` (resuming if the run directory has a checkpoint); return a summary."""
         lock = exclusive_lock(os.path.join(self.run_dir, ".lock")) if self.d.is_main else contextlib.nullcontext()
         os.makedirs(self.run_dir, exist_ok=True)
-        with lock:
+        with lock, sigterm_requested() as stop:
             if self.prepare_run_dir():
                 self.load_state_dict(load_checkpoint(self._path("last.pt")))
                 if self.d.is_main:
-                    self.metrics.truncate_after(self.step)
                     log.info(f"resuming {self.run_dir} at step {self.step}")
-            elif self.d.is_main:  # an attempt killed before its first checkpoint starts over: so do its metrics
-                self.metrics.truncate_after(0)
-            return self._loop()
+            if self.d.is_main:  # what a killed attempt logged after this step is logged again
+                self.metrics.truncate_after(self.step)
+            return self._loop(stop)
 
-    def _loop(self) -> dict[str, Any]:
+    def _loop(self, stop: threading.Event) -> dict[str, Any]:
         cfg = self.cfg
         tokens_since, wait_since, t_since = 0, 0.0, time.perf_counter()
-        with log.progress("pretrain", total=cfg.max_steps) as bar, sigterm_requested() as stop:
+        with log.progress("pretrain", total=cfg.max_steps) as bar:
             bar.advance(self.step)
             while self.step < cfg.max_steps:
-                # Between steps, where a checkpoint equals the uninterrupted run's state; decided
-                # together, so every rank saves and leaves at the same step.
-                if distributed.any_rank(self.d, stop.is_set()):
-                    self.save("last.pt")
-                    raise Terminated(f"stopped by SIGTERM after step {self.step}, checkpoint saved "
-                                     f"({self._path('last.pt')}); the same command resumes the run")
                 t0 = time.perf_counter()
                 lang = self.sampler.next()
                 masked = self.masking(next(self.streams[lang]), lang, self.mask_generator)
                 wait_since += time.perf_counter() - t0
-                loss = self._train_step(masked, lang)
+                loss, stopping = self._train_step(masked, lang, stop.is_set())
                 self.step += 1
                 tokens_since += masked.input_ids.numel() * self.d.world_size
                 bar.advance(1)
@@ -265,20 +258,30 @@ class Pretrainer:
                     self._evaluate_and_select()
                 if self.step % cfg.save_every == 0 or self.step == cfg.max_steps:
                     self.save("last.pt")
+                elif stopping:
+                    self.save("last.pt")
+                if stopping and self.step < cfg.max_steps:
+                    raise Terminated(f"stopped by SIGTERM after step {self.step}, checkpoint saved "
+                                     f"({self._path('last.pt')}); the same command resumes the run")
         distributed.barrier(self.d)
         return {"step": self.step, "best": self.best, "run_dir": self.run_dir}
 
-    def _train_step(self, masked, lang: str) -> float:
+    def _train_step(self, masked, lang: str, stop_requested: bool) -> tuple[float, bool]:
+        """One optimizer step; returns the loss and whether the run stops after it (SIGTERM on any rank)."""
         dev = self.d.device
         self.ddp_model.train()
         with self._autocast():
             loss = self.ddp_model(masked.input_ids.to(dev), lang, None, masked.flat_positions.to(dev),
                                   masked.target_ids.to(dev))
         value = loss.item()
-        # Decided together: a rank that stopped alone would leave the others waiting in backward's all-reduce.
-        if distributed.any_rank(self.d, not math.isfinite(value)):
+        # Decided together, in one all-reduce: a rank that stopped alone would leave the others waiting
+        # in backward's all-reduce. A SIGTERM is acted on after this step, at a step boundary, where a
+        # checkpoint equals the state of the uninterrupted run.
+        not_finite, stopping = distributed.any_rank(self.d, not math.isfinite(value), stop_requested)
+        if not_finite:
             last = self._path("last.pt")
-            kept = f"the last good checkpoint is kept ({last})" if os.path.exists(last) else "no checkpoint was saved yet"
+            kept = f"the last good checkpoint is kept ({last})" if os.path.exists(last) else \
+                "no checkpoint was saved yet"
             raise XltError(f"loss is not finite at step {self.step + 1} (here: {value}); stopped, {kept}; "
                            "lower --lr or use --precision fp32/bf16")
         self.scaler.scale(loss).backward()
@@ -291,7 +294,7 @@ class Pretrainer:
         self.optimizer.zero_grad(set_to_none=True)
         if self.scaler.get_scale() >= scale:  # fp16: a lowered scale means the step was skipped (inf gradients)
             self.scheduler.step()
-        return value
+        return value, stopping
 
     # ---- evaluation -------------------------------------------------------------------------
     @torch.no_grad()

@@ -12,6 +12,7 @@ import os
 from typing import Optional, Sequence
 
 from xlt.text.vocab import Vocabulary
+from xlt.utils import log
 from xlt.utils.errors import PathLike, XltError
 from xlt.utils.textio import write_json
 
@@ -79,20 +80,16 @@ def report_anchors(per_language: Sequence[tuple[str, PathLike]], json_path: Opti
 
     The table goes to stdout, or to stderr when the JSON itself goes to stdout (``--json -``).
     """
-    from rich.console import Console
-    from rich.table import Table
-
     report = anchor_report(per_language)
-    table = Table(title="Anchors: token types shared between languages")
-    for column in ("pair", "shared types", "share of types", "share of running tokens"):
-        table.add_column(column, justify="left" if column == "pair" else "right")
+    rows = []
     for pair in report["pairs"]:
         a, b = pair["languages"]
-        table.add_row(f"{a}-{b}", f"{pair['shared_types']:,}",
-                      f"{a} {pair['type_share'][a]:.1%} / {b} {pair['type_share'][b]:.1%}",
-                      f"{a} {pair['token_coverage'][a]:.1%} / {b} {pair['token_coverage'][b]:.1%}")
+        rows.append([f"{a}-{b}", f"{pair['shared_types']:,}",
+                     f"{a} {pair['type_share'][a]:.1%} / {b} {pair['type_share'][b]:.1%}",
+                     f"{a} {pair['token_coverage'][a]:.1%} / {b} {pair['token_coverage'][b]:.1%}"])
     json_to_stdout = json_path is not None and os.fspath(json_path) == "-"
-    Console(stderr=json_to_stdout, highlight=False).print(table)
+    log.print_table("Anchors: token types shared between languages",
+                    ["pair", "shared types", "share of types", "share of running tokens"], rows, stderr=json_to_stdout)
     if json_path is not None:
         write_json(json_path, report)
     return report

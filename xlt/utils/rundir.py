@@ -99,7 +99,10 @@ class MetricsLog:
 
     def truncate_after(self, step: int) -> None:
         """Drop records past ``step``: a resumed run rewrites them, so none is counted twice."""
-        kept = [r for r in self.records() if r.get("step", 0) <= step]
+        records = self.records()
+        kept = [r for r in records if r.get("step", 0) <= step]
+        if len(kept) == len(records):
+            return
         from xlt.utils.textio import atomic_output
 
         with atomic_output(self.path) as f:
