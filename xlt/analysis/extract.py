@@ -293,8 +293,10 @@ def extract_to_files(run_dir: str, lang: str, input_path: str, output: str, leve
     check_output_paths(prefix + ".npy", prefix + ".index.npz", prefix + ".json")
     require_file(input_path, "input file")
     lines = list(read_lines(input_path))
-    if not lines or (level != "sentence" and not any(line.strip() for line in lines)):
-        raise XltError("empty input: no sentences" if not lines else "empty input: every line is blank", input_path)
+    if not lines:
+        raise XltError("empty input: no sentences", input_path)
+    if level != "sentence" and not any(line.strip() for line in lines):  # no word to give a vector
+        raise XltError("empty input: every line is blank", input_path)
     run = PretrainedRun.load(run_dir, checkpoint, device)
     run.text(lang)  # unknown language -> one-line error before any work
     model = load_model(run, random_seed)

@@ -262,10 +262,9 @@ def token_set(run: PretrainedRun, lang: str, bpe_text: Optional[str] = None) -> 
     from xlt.utils.textio import read_lines
 
     if bpe_text is not None:
-        unk = UNK_ID
         seen = {i for line in read_lines(require_file(bpe_text, "BPE'd text"))
                 for i in run.vocab.encode(line.split(), lang)}
-        return seen - {unk}
+        return seen - {UNK_ID}
     if not run.vocab.languages:
         raise XltError("the vocabulary has no language ownership sidecar; pass --token-set LANG BPE_TEXT "
                        "for both languages", os.path.join(run.path, "vocab"))

@@ -14,13 +14,17 @@ RUN_HELP = "Pretrained run directory of the source side (written by xlt pretrain
 TARGET_HELP = "Run directory of the target side, for two monolingual runs [default: --model, one bilingual run]."
 
 
-def _settings(values: dict, output: str) -> AlignSettings:
-    """The settings, after checking that ``output`` can be written (not found out after the encoding)."""
+def _settings(values: dict) -> AlignSettings:
+    return build_config(AlignSettings, values)
+
+
+def _writable(output: str) -> str:
+    """``output``, once it can be written: found out before the encoding, not after it."""
     from xlt.utils.textio import check_output_paths
 
     if output != "-":
         check_output_paths(output)
-    return build_config(AlignSettings, values)
+    return output
 
 
 def _layers(text: Optional[str]):
@@ -128,8 +132,9 @@ def word(model, source_lang, target_lang, target_model, train_dict, test_dict, s
     """
     from xlt.analysis.align import align_word
 
+    output = _writable(output)
     _write(align_word(model, source_lang, target_lang, train_dict, test_dict, target_model, subwords,
-                      _settings(settings, output)), output)
+                      _settings(settings)), output)
 
 
 @align.command("contextual-word")
@@ -159,9 +164,10 @@ def contextual_word(model, source_lang, target_lang, target_model, source_corpus
     """
     from xlt.analysis.align import align_contextual_word
 
+    output = _writable(output)
     _write(align_contextual_word(model, source_lang, target_lang, source_corpus, target_corpus, train_dict, test_dict,
                                  target_model, n_sentences, max_words, _layers(layers), pooling,
-                                 _settings(settings, output)), output)
+                                 _settings(settings)), output)
 
 
 @align.command("sentence")
@@ -194,8 +200,9 @@ def sentence(model, source_lang, target_lang, target_model, train, columns, test
         raise XltError(f"--columns takes 1-based column numbers such as 1,2, got {columns!r}") from None
     if not cols or min(cols) < 1:
         raise XltError(f"--columns takes 1-based column numbers such as 1,2, got {columns!r}")
+    output = _writable(output)
     _write(align_sentence(model, source_lang, target_lang, list(train), test[0], test[1], target_model, cols,
-                          _layers(layers), _settings(settings, output)), output)
+                          _layers(layers), _settings(settings)), output)
 
 
 @align.command("dictionary")
@@ -228,5 +235,5 @@ def dictionary(model, source_lang, target_lang, target_model, parallel, max_sent
 
     result = align_dictionary(model, source_lang, target_lang, parallel[0], parallel[1], output_dir, target_model,
                               _layers(layers), pooling, drop_identical, max_sentences,
-                              settings=_settings(settings, "-"))  # OUTPUT_DIR is checked by align_dictionary
+                              settings=_settings(settings))  # OUTPUT_DIR is checked by align_dictionary
     _show(result)

@@ -71,10 +71,9 @@ class Vocabulary:
 
     def encode(self, tokens: Sequence[str], lang: str) -> list[int]:
         """Model ids of a sentence's subword tokens; unknown tokens map to ``<unk>``."""
-        unk = UNK_ID
         if self.prefix_lang:
-            return [self._index.get(f"{lang}:{t}", unk) for t in tokens]
-        return [self._index.get(t, unk) for t in tokens]
+            return [self._index.get(f"{lang}:{t}", UNK_ID) for t in tokens]
+        return [self._index.get(t, UNK_ID) for t in tokens]
 
     def token(self, idx: int) -> str:
         return SPECIALS[idx] if idx < len(SPECIALS) else self.tokens[idx - len(SPECIALS)]

@@ -83,21 +83,22 @@ def read_numbered_lines(path: PathLike) -> Iterator[tuple[int, str]]:
     return enumerate(read_lines(path), start=1)
 
 
-def check_output_paths(*paths: PathLike) -> list[str]:
-    """The directories of ``paths``, after checking that each output can be renamed into place.
+def output_directory(path: PathLike) -> str:
+    """The existing directory ``path`` will be renamed into, once ``path`` is known to be a file path."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise XltError("output directory does not exist", directory)
+    if os.path.isdir(path):
+        raise XltError("is a directory; expected the path of an output file", path)
+    return directory
 
-    Commands with several outputs call this before any work, so that a bad last output does not
-    fail the command after the first ones were written.
-    """
-    directories = []
-    for path in map(os.fspath, paths):
-        directory = os.path.dirname(os.path.abspath(path))
-        if not os.path.isdir(directory):
-            raise XltError("output directory does not exist", directory)
-        if os.path.isdir(path):
-            raise XltError("is a directory; expected the path of an output file", path)
-        directories.append(directory)
-    return directories
+
+def check_output_paths(*paths: PathLike) -> None:
+    """Check that each output can be renamed into place. Commands with several outputs call this
+    before any work, so that a bad last output does not fail the command after the first ones."""
+    for path in paths:
+        output_directory(path)
 
 
 @contextlib.contextmanager
@@ -108,7 +109,7 @@ def atomic_path(path: PathLike) -> Iterator[str]:
     exception the temporary file is removed and the previous content of ``path`` is left untouched.
     """
     path = os.fspath(path)
-    directory = check_output_paths(path)[0]
+    directory = output_directory(path)
     fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp", dir=directory)
     os.close(fd)
     try:
