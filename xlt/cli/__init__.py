@@ -26,6 +26,7 @@ SUBCOMMANDS = {
     "data": "xlt.cli.data:data",
     "pretrain": "xlt.cli.pretrain:pretrain",
     "finetune": "xlt.cli.finetune:finetune",
+    "baselines": "xlt.cli.baselines:baselines",
     "extract": "xlt.cli.analysis:extract",
     "align": "xlt.cli.align:align",
     "cka": "xlt.cli.analysis:cka",
