@@ -366,3 +366,22 @@ def test_schedule_config_and_layout():
     assert default_path("xnli", "data", "fr", "test") == os.path.join("data", "xnli/test-fr.tsv")
     assert default_path("parse", "d", "en", "train") == os.path.join("d", "ud/en_ewt/en_ewt-ud-train.conllu")
     assert default_path("ner", "d", "zh", "dev").endswith("zh_gsdsimp-ud-dev.iob2")
+
+
+def test_the_untrained_control_has_the_runs_architecture_and_fresh_weights(world, tmp_path):
+    """--checkpoint untrained: the same vocabulary, config and text pipelines, none of the pretrained
+    weights; its runs are named apart from the pretrained model's."""
+    pretrained = Experiment(config(world, tmp_path / "a", checkpoint="best")).pretrained
+    control = Experiment(config(world, tmp_path / "b", checkpoint="untrained")).pretrained
+    assert control.config == pretrained.config and control.vocab.sha256 == pretrained.vocab.sha256
+    trained, fresh = pretrained.model.state_dict(), control.model.state_dict()
+    assert trained.keys() == fresh.keys()
+    assert all(not torch.equal(trained[k], fresh[k]) for k in trained if k.endswith("qkv.weight"))
+    again = Experiment(config(world, tmp_path / "c", checkpoint="untrained")).pretrained.model.state_dict()
+    assert all(torch.equal(fresh[k], again[k]) for k in fresh)  # one fixed initialisation
+    finetune(config(world, tmp_path / "b", checkpoint="untrained", epochs=1))
+    finetune(config(world, tmp_path / "a", checkpoint="best", epochs=1))
+    assert {p.name for p in (tmp_path / "a" / "runs").iterdir()}.isdisjoint(
+        p.name for p in (tmp_path / "b" / "runs").iterdir())
+    with pytest.raises(XltError, match="--checkpoint must be one of best, last, untrained"):
+        config(world, tmp_path / "d", checkpoint="random").validate()

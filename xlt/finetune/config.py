@@ -69,6 +69,11 @@ def default_path(task: str, data_dir: Optional[str], lang: str, split: str) -> s
     return os.path.join(data_dir, pattern.format(lang=lang, split=split))
 
 
+# "untrained" is the honest baseline the papers lack: what fine-tuning alone reaches with the same
+# architecture, vocabulary and settings, so a score can be read as what pretraining bought.
+CHECKPOINTS = ("best", "last", "untrained")
+
+
 @dataclass(frozen=True)
 class RunSettings:
     """Everything that decides what ONE fine-tuning run computes (its directory is named by a hash of
@@ -105,8 +110,9 @@ class FinetuneConfig:
         "task name (xnli, ner, parse) or a plugin 'module:Class' implementing xlt.finetune.task.Task")
     model: str = help_field("pretrained run directory (xlt pretrain --run-dir)", metavar="RUN_DIR")
     output: str = help_field("results directory: results.json, summary.md and runs/<hash>/ per run", metavar="DIR")
-    checkpoint: str = help_field("which pretrained checkpoint to start from: best (dev perplexity) or last",
-                                 default="best")
+    checkpoint: str = help_field("which pretrained checkpoint to start from: best (dev perplexity), last, or "
+                                 "untrained (the run's architecture and vocabulary, freshly initialised: the "
+                                 "no-pretraining control)", default="best")
     source: Optional[str] = help_field("source (training) language; default: the language of --train/--dev, else en",
                                        default=None, metavar="LANG")
     train: Optional[tuple[str, str]] = help_field("source language and its training file (default: the task's layout "
@@ -218,8 +224,8 @@ class FinetuneConfig:
             raise XltError("--freeze-bottom must be 0 or more")
         if self.lang_embedding_at_test not in LANG_EMBEDDING_AT_TEST:
             raise XltError(f"--lang-embedding-at-test must be one of {', '.join(LANG_EMBEDDING_AT_TEST)}")
-        if self.checkpoint not in ("best", "last"):
-            raise XltError(f"--checkpoint must be best or last, got {self.checkpoint!r}")
+        if self.checkpoint not in CHECKPOINTS:
+            raise XltError(f"--checkpoint must be one of {', '.join(CHECKPOINTS)}, got {self.checkpoint!r}")
         if self.precision not in ("auto", "fp32", "bf16"):
             raise XltError(f"--precision must be auto, fp32 or bf16, got {self.precision!r}")
         if (self.shift_layer is None) != (not self.shift):

@@ -107,7 +107,12 @@ class Experiment:
         self.cfg = cfg
         self.task = resolve_task(cfg.task, cfg.task_settings)
         self.source = cfg.source_language()
-        self.pretrained = PretrainedRun.load(cfg.model, cfg.checkpoint)
+        # The control starts from the best checkpoint's architecture, re-initialised (seed 0, so every
+        # seed and task of the control fine-tunes the same untrained encoder).
+        weights = "best" if cfg.checkpoint == "untrained" else cfg.checkpoint
+        self.pretrained = PretrainedRun.load(cfg.model, weights)
+        if cfg.checkpoint == "untrained":
+            self.pretrained.model = self.pretrained.random_encoder_like(seed=0)
         languages = self.pretrained.languages
         for lang in [self.source, *cfg.targets, *cfg.eval]:
             if lang not in languages:
@@ -129,7 +134,7 @@ class Experiment:
         self.maps, self.shifts = self._read_transforms()
         self.model_identity = {"checkpoint": cfg.checkpoint, "vocab_sha256": self.pretrained.vocab.sha256,
                                "checkpoint_sha256": file_sha256(os.path.join(cfg.model, "checkpoints",
-                                                                             f"{cfg.checkpoint}.pt"))}
+                                                                             f"{weights}.pt"))}
         self._sizes: dict[tuple[str, str], ExampleSizes] = {}
         self._eval_batches: dict[tuple[str, str], list[Batch]] = {}
         self.runs_dir = os.path.join(cfg.output, "runs")
