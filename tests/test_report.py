@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import assert_one_line_error, run_xlt
+from xlt.finetune.baselines import BaselineScores
 from xlt.finetune.selection import summarize
 from xlt.report import figure7, liu, paper, table1
 from xlt.report.findings import FAILS, HOLDS, INCONCLUSIVE
@@ -135,21 +136,22 @@ def test_table1_averages_gaps_files_and_findings(tmp_path):
     assert "no ru web corpus" in md and "| Default | 63.6 (73.6) |" in md
     assert "**HOLDS**: No anchors stays within 3 points" in md
     rows = list(csv.DictReader((report / "table1.csv").open()))
-    assert len(rows) == 10 * 3 * 4
+    assert len(rows) == 2 * 12 * 3 * 4      # zero-shot and English tables, 12 rows (2 references) x 3 tasks x 4
     first = next(r for r in rows if r["model"] == "Sep Emb + L1-6" and r["group"] == "NER (F1)" and r["column"] == "ru")
     assert float(first["xlt"]) == pytest.approx(5.4 - 10.0) and float(first["paper"]) == 5.4
     tex = (report / "table1.tex").read_text()
     assert r"\multicolumn{4}{c}{XNLI (acc)}" in tex and r"--\textsuperscript{" in tex and r"$\Delta$" in tex
     data = json.loads((report / "table1.json").read_text())
-    assert data["format"] == "xlt-report/1" and len(data["rows"]) == 10
-    assert {f["paper_verdict"] for f in data["findings"]} == {HOLDS}
+    assert data["format"] == "xlt-report/1" and len(data["rows"]) == 12
+    assert {f["paper_verdict"] for f in data["findings"][:5]} == {HOLDS}
+    assert {f["paper_detail"] for f in data["findings"][5:]} == {"no numbers in the paper"}
 
 
 def test_table1_findings_hold_fail_or_are_inconclusive():
     rows = paper.table1_rows(paper.load())
     theirs = {row: {task: {lang: rows[row][task][lang] for lang in LANGS} for task in METRIC} for row in ROWS}
     verdicts = [f.paper_verdict for f in table1.findings(theirs, theirs)]
-    assert verdicts == [HOLDS] * 5
+    assert verdicts == [HOLDS] * 5 + [INCONCLUSIVE] * 7     # the paper has no control or baselines
 
     worse = json.loads(json.dumps(theirs))
     worse["no-anchors"]["ner"] = {lang: v - 8.0 for lang, v in theirs["default"]["ner"].items()}
@@ -183,8 +185,129 @@ def test_table1_findings_hold_fail_or_are_inconclusive():
 
     gap = json.loads(json.dumps(theirs))
     gap["wiki-cc"] = {task: {lang: None for lang in LANGS} for task in METRIC}
-    domain = table1.findings(gap, theirs)[-1]
+    domain = table1.findings(gap, theirs)[4]
     assert domain.verdict == INCONCLUSIVE and "wiki-cc" in domain.detail
+
+
+# ---- Table 1's references: No pretraining, trivial baselines, English scores -------------------------
+def write_baselines(path: Path, task: str, best: dict[str, tuple[str, float]]) -> None:
+    """An xlt baselines output (its own writer's format) whose best baseline per language is ``best``."""
+    metric = METRIC[task]
+    scores = {lang: {name: {metric: score}} for lang, (name, score) in best.items()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(BaselineScores(task, metric, {}, {"lang": "en", "path": "train"}, {}, {}, scores).to_json()))
+
+
+def finding(t, start: str):
+    return next(f for f in t.findings if f.claim.startswith(start))
+
+
+def test_table1_control_row_baselines_row_and_english_table(tmp_path):
+    # (fr, ru, English) scores per task; the control beats Default on parsing, a baseline beats it on English NER.
+    default = {"xnli": (40.0, 38.0, 70.0), "ner": (30.0, 20.0, 60.0), "parse": (20.0, 10.0, 70.0)}
+    control = {"xnli": (34.0, 33.0, 50.0), "ner": (10.0, 5.0, 40.0), "parse": (25.0, 10.0, 55.0)}
+    for row, scores in (("default", default), ("control", control)):
+        for task, (fr, ru, en) in scores.items():
+            for lang, target in (("fr", fr), ("ru", ru)):
+                write_results(tmp_path / row / f"en-{lang}" / task / "results.json", task, lang,
+                              one_point(task, lang, target, en=en))
+    base = tmp_path / "baselines"
+    for lang in ("fr", "ru"):
+        write_baselines(base / f"en-{lang}" / "xnli.json", "xnli", {"en": ("majority class", 35.0), lang: ("chance", 100 / 3)})
+        write_baselines(base / f"en-{lang}" / "ner.json", "ner",
+                        {"en": ("training entities", 65.0), lang: ("training entities", 14.0) if lang == "fr" else ("all O", 0.0)})
+    write_baselines(base / "en-fr" / "parse.json", "parse", {"en": ("next word is the head", 25.0), "fr": ("next word is the head", 29.0)})
+
+    res = run_xlt("report", "table1", "--results-dir", tmp_path, "--langs", "fr,ru", "-o", tmp_path / "report")
+    assert res.returncode == 0, res.stderr
+    t = table1.build(str(tmp_path), ["fr", "ru"])
+    assert [label for label, _ in t.rows][:4] == ["Default", "No pretraining", "Best trivial baseline", "Wiki-CC"]
+    c = cell(t, "No pretraining", "XNLI (acc)", "fr")
+    assert c.value == 34.0 and c.paper is None and cell(t, "No pretraining", "XNLI (acc)", "Δ").value == 33.5
+    assert cell(t, "No pretraining", "XNLI (acc)", "Δ").paper is None
+    assert "| No pretraining | 34.0 | 33.0 | 33.5 | 10.0 | 5.0 | 7.5 | 25.0 | 10.0 | 17.5 |" in res.stdout
+    ner_fr, ner_ru = cell(t, "Best trivial baseline", "NER (F1)", "fr"), cell(t, "Best trivial baseline", "NER (F1)", "ru")
+    assert (ner_fr.value, ner_fr.note) == (14.0, "best trivial baseline: training entities")
+    assert (ner_ru.value, ner_ru.note) == (0.0, "best trivial baseline: all O")
+    assert cell(t, "Best trivial baseline", "XNLI (acc)", "Δ").value == pytest.approx(100 / 3)
+    assert cell(t, "Best trivial baseline", "Parsing (LAS)", "ru").gap == "not run yet (no parse.json)"
+
+    english = t.sections[0]
+    assert english.title.startswith("English (source) test scores")
+    assert english.columns[:3] == [("XNLI (acc)", "en-fr"), ("XNLI (acc)", "en-ru"), ("XNLI (acc)", "mean")]
+    assert cell(english, "Default", "NER (F1)", "en-ru").value == 60.0
+    assert cell(english, "No pretraining", "Parsing (LAS)", "mean").value == 55.0
+    eb = cell(english, "Best trivial baseline", "XNLI (acc)", "en-fr")
+    assert (eb.value, eb.note, eb.paper) == (35.0, "best trivial baseline: majority class", None)
+    partial = cell(english, "Best trivial baseline", "Parsing (LAS)", "mean")
+    assert partial.value == 25.0 and partial.note == "mean over en-fr only"
+    assert cell(english, "Sep L1-6", "NER (F1)", "en-fr").gap.startswith("not run yet")
+    assert "## English (source) test scores" in res.stdout
+
+    holds = finding(t, "Pretraining beats no pretraining on NER")
+    assert holds.verdict == HOLDS and "Default 25.0, No pretraining 7.5 (+17.5)" in holds.detail
+    assert finding(t, "Pretraining beats no pretraining on XNLI").verdict == HOLDS
+    fails = finding(t, "Pretraining beats no pretraining on Parsing")
+    assert fails.verdict == FAILS and "Default 15.0, No pretraining 17.5 (-2.5)" in fails.detail
+    assert fails.paper_verdict == INCONCLUSIVE and fails.paper_detail == "no numbers in the paper"
+    english_xnli = finding(t, "Fine-tuning beats the best trivial baseline on English XNLI")
+    assert english_xnli.verdict == HOLDS and "Default 70.0, best trivial baseline 35.0 (majority class; +35.0)" in english_xnli.detail
+    english_ner = finding(t, "Fine-tuning beats the best trivial baseline on English NER")
+    assert english_ner.verdict == FAILS and "training entities; -5.0" in english_ner.detail
+    english_parse = finding(t, "Fine-tuning beats the best trivial baseline on English Parsing")
+    assert english_parse.verdict == HOLDS and "en-fr model(s)" in english_parse.detail   # en-ru has no baseline file
+    control = finding(t, "Sep Emb + L1-6 falls towards no pretraining")
+    assert control.verdict == INCONCLUSIVE and "sep-emb+l1-6" in control.detail
+
+    report = tmp_path / "report"
+    lines = list(csv.DictReader((report / "table1.csv").open()))
+    assert len(lines) == 2 * 12 * 3 * 3
+    en = next(r for r in lines if r["tested_on"] == "en" and r["model"] == "No pretraining" and r["column"] == "en-fr"
+              and r["group"] == "XNLI (acc)")
+    assert float(en["xlt"]) == 50.0 and en["paper"] == ""
+    assert {r["tested_on"] for r in lines if r["column"] in ("fr", "ru")} == {"target"}
+    data = json.loads((report / "table1.json").read_text())
+    assert data["part"] == "target" and data["sections"][0]["part"] == "en" and len(data["sections"][0]["rows"]) == 12
+    tex = (report / "table1.tex").read_text()
+    assert tex.count(r"\begin{tabular}") == 2 and "No pretraining & 34.0 & 33.0" in tex
+
+    # A pretraining verdict is inconclusive only when a task has no cell for both rows.
+    (tmp_path / "control" / "en-fr" / "ner" / "results.json").unlink()
+    (tmp_path / "control" / "en-ru" / "ner" / "results.json").unlink()
+    (tmp_path / "default" / "en-ru" / "xnli" / "results.json").unlink()
+    t = table1.build(str(tmp_path), ["fr", "ru"])
+    gone = finding(t, "Pretraining beats no pretraining on NER")
+    assert gone.verdict == INCONCLUSIVE and "no language has ner scores for all of default, control" in gone.detail
+    fewer = finding(t, "Pretraining beats no pretraining on XNLI")
+    assert fewer.verdict == HOLDS and "Default 40.0, No pretraining 34.0 (+6.0) (over fr only" in fewer.detail
+
+
+def test_sep_emb_l16_against_the_control_reported_beside_the_chance_version():
+    rows = paper.table1_rows(paper.load())
+    theirs = {row: {task: {lang: rows[row][task][lang] for lang in LANGS} for task in METRIC} for row in ROWS}
+    claim = "Sep Emb + L1-6 falls towards no pretraining"
+    ours = json.loads(json.dumps(theirs))
+    ours["control"] = {"xnli": {lang: 40.0 for lang in LANGS}, "ner": {lang: 20.0 for lang in LANGS},
+                       "parse": {lang: 20.0 for lang in LANGS}}
+    found = {f.claim.split(":")[0]: f for f in table1.findings(ours, theirs)}
+    # Default 70.2 / 68.1 / 52.9 over a control of 40 / 20 / 20; Sep Emb + L1-6 40.6 / 21.0 / 19.6.
+    assert found[claim].verdict == HOLDS and "xnli 98%, ner 98%, parse 101%" in found[claim].detail
+    assert found[claim].paper_verdict == INCONCLUSIVE
+    assert found["Sep Emb + L1-6 falls towards chance"].verdict == HOLDS      # the chance version is unchanged
+
+    # The control closes most of the gap on XNLI (left out) and Sep Emb + L1-6 keeps most of the NER margin:
+    # chance says it collapses on NER, the control says it does not.
+    ours["control"]["xnli"] = {lang: theirs["default"]["xnli"][lang] - 2.0 for lang in LANGS}
+    ours["control"]["ner"] = {lang: 0.0 for lang in LANGS}
+    ours["sep-emb+l1-6"]["ner"] = {lang: theirs["default"]["ner"][lang] - 30.0 for lang in LANGS}
+    found = {f.claim.split(":")[0]: f for f in table1.findings(ours, theirs)}
+    assert found[claim].verdict == FAILS
+    assert "ner 44%" in found[claim].detail and "left out: Default within 5 points of No pretraining on xnli +2.0" in found[claim].detail
+    assert found["Sep Emb + L1-6 falls towards chance"].verdict == FAILS
+
+    del ours["control"]
+    found = {f.claim.split(":")[0]: f for f in table1.findings(ours, theirs)}
+    assert found[claim].verdict == INCONCLUSIVE and found[claim].detail == "no No pretraining (control) results"
 
 
 # ---- Figure 7 ---------------------------------------------------------------------------------------

@@ -54,11 +54,17 @@ def report() -> None:
 
 
 @report.command("table1", short_help="Wu et al. 2020 Table 1 (XNLI, NER, parsing; ten rows).")
-@click.option("--results-dir", required=True, type=click.Path(exists=True, file_okay=False), help="RESULTS_DIR/<row>/en-<lang>/<task>/results.json")
+@click.option("--results-dir", required=True, type=click.Path(exists=True, file_okay=False),
+              help="RESULTS_DIR/<row>/en-<lang>/<task>/results.json (row control: No pretraining), and "
+                   "RESULTS_DIR/baselines/en-<lang>/<task>.json (xlt baselines).")
 @click.option("--langs", default="fr,ru,zh", show_default=True, help=LANGS_HELP)
 @_common
 def table1(results_dir: str, langs: str, paper_numbers, output_dir: str) -> None:
     """Wu et al. Table 1: ten rows x (XNLI, NER, parsing) x languages, with the Δ (average) column.
+
+    Two reference rows follow Default: No pretraining (the control: an untrained encoder fine-tuned
+    the same way) and the best trivial baseline (`xlt baselines`). A second table gives every row's
+    English (source) test scores.
 
     \b
     Example:

@@ -9,6 +9,9 @@ remarks become numbered notes under the table, so a cell stays short: ``— [1]`
 * CSV: long format, one line per cell (row, group, column, xlt, paper, gap, note): easy to load.
 * LaTeX: a ``tabular`` with the groups as ``\\multicolumn`` headers (no package needed).
 * JSON: everything, for other tools (``format: xlt-report/1``).
+
+A report may hold further tables in the same files (``sections``: Table 1's English test scores
+beside its zero-shot ones); the CSV then says which table each line belongs to in a first column.
 """
 
 from __future__ import annotations
@@ -49,6 +52,9 @@ class ReportTable:
     source: str = ""              # where the paper's numbers come from
     remarks: list[str] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
+    sections: list["ReportTable"] = field(default_factory=list)   # further tables in the same files
+    part: str = ""                # this table's value in the CSV's first column when a report has sections
+    part_column: str = "table"    # that column's header
 
     @property
     def columns(self) -> list[tuple[str, str]]:
@@ -87,12 +93,11 @@ def _markdown_cell(cell: Cell, digits: int, notes: dict[str, int]) -> str:
     return text
 
 
-def markdown(table: ReportTable) -> str:
+def _markdown_table(table: ReportTable) -> list[str]:
+    """The table, its numbered notes (numbered per table), remarks and source."""
     notes = table.notes()
     header = [table.stub] + [f"{g} {c}".strip() for g, c in table.columns]
-    lines = [f"# {table.title}", "", "Cells: xlt's number, the paper's in parentheses where it prints one; "
-             "— marks a gap, [n] a note.", "",
-             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for label, cells in table.rows:
         lines.append("| " + " | ".join([label] + [_markdown_cell(c, table.digits, notes) for c in cells]) + " |")
     lines.append("")
@@ -101,6 +106,14 @@ def markdown(table: ReportTable) -> str:
     lines += [f"- {remark}" for remark in table.remarks]
     if table.source:
         lines.append(f"- Paper numbers: {table.source}")
+    return lines
+
+
+def markdown(table: ReportTable) -> str:
+    lines = [f"# {table.title}", "", "Cells: xlt's number, the paper's in parentheses where it prints one; "
+             "— marks a gap, [n] a note.", ""] + _markdown_table(table)
+    for section in table.sections:
+        lines += ["", f"## {section.title}", ""] + _markdown_table(section)
     if table.findings:
         lines += ["", "## Findings at this scale", ""]
         lines += [f"- **{f.verdict.upper()}**: {f.claim} xlt: {f.detail}. Paper: {f.paper_verdict}"
@@ -111,11 +124,14 @@ def markdown(table: ReportTable) -> str:
 def csv_text(table: ReportTable) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow([table.stub.lower() or "row", "group", "column", "xlt", "paper", "gap", "note"])
-    for label, cells in table.rows:
-        for (group, column), cell in zip(table.columns, cells):
-            writer.writerow([label, group, column, number(cell.value, 4), number(cell.paper, 4),
-                             cell.gap or "", cell.note or ""])
+    tagged = bool(table.sections)   # several tables in one long file: say which each line is from
+    writer.writerow([table.part_column] * tagged + [table.stub.lower() or "row", "group", "column", "xlt", "paper",
+                                                    "gap", "note"])
+    for part in (table, *table.sections):
+        for label, cells in part.rows:
+            for (group, column), cell in zip(part.columns, cells):
+                writer.writerow([part.part] * tagged + [label, group, column, number(cell.value, 4),
+                                                        number(cell.paper, 4), cell.gap or "", cell.note or ""])
     return out.getvalue()
 
 
@@ -129,6 +145,10 @@ def latex_escape(text: str) -> str:
 
 
 def latex(table: ReportTable) -> str:
+    return "\\par\\medskip\n".join(_latex_table(part) for part in (table, *table.sections))
+
+
+def _latex_table(table: ReportTable) -> str:
     notes = table.notes()
     n = len(table.columns)
     lines = [f"% {table.title} (xlt report; cells: xlt (paper))", r"\begin{tabular}{l" + "r" * n + "}", r"\hline"]
@@ -158,13 +178,18 @@ def _latex_cell(cell: Cell, digits: int, notes: dict[str, int]) -> str:
     return text
 
 
-def as_json(table: ReportTable) -> dict:
-    return {"format": REPORT_FORMAT, "name": table.name, "title": table.title, "source": table.source,
+def _json_table(table: ReportTable) -> dict:
+    return {"name": table.name, "title": table.title, "source": table.source, "part": table.part,
             "groups": [{"title": g, "columns": cols} for g, cols in table.groups],
             "rows": [{"label": label, "cells": [{"group": g, "column": c, **asdict(cell)}
                                                  for (g, c), cell in zip(table.columns, cells)]}
                      for label, cells in table.rows],
-            "remarks": table.remarks, "findings": [asdict(f) for f in table.findings]}
+            "remarks": table.remarks}
+
+
+def as_json(table: ReportTable) -> dict:
+    return {"format": REPORT_FORMAT, **_json_table(table), "findings": [asdict(f) for f in table.findings],
+            "sections": [_json_table(section) for section in table.sections]}
 
 
 def write_report(table: ReportTable, output_dir: str) -> dict[str, str]:

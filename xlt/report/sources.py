@@ -17,6 +17,7 @@ from xlt.utils import log
 from xlt.utils.errors import XltError
 
 FINETUNE_FORMAT = "xlt-finetune-results/1"
+BASELINES_FORMAT = "xlt-baselines/1"   # xlt.finetune.baselines writes it (not imported: that loads torch)
 
 
 @dataclass
@@ -78,10 +79,15 @@ def missing_reason(directory: str) -> Optional[str]:
     return None
 
 
-def finetune_score(path: str, lang: str, variant: str = "plain", split: str = "test") -> Reading:
+Loaded = tuple[Optional[dict], Optional[str]]   # what load_json returns
+
+
+def finetune_score(path: str, lang: str, variant: str = "plain", split: str = "test",
+                   loaded: Optional[Loaded] = None) -> Reading:
     """A ``xlt finetune`` results.json's score for ``lang``: the mean of the best two grid points
-    over seeds (Wu et al. §3.2), else the selected point's; the gap reason when there is none."""
-    data, gap = load_json(path, FINETUNE_FORMAT)
+    over seeds (Wu et al. §3.2), else the selected point's; the gap reason when there is none.
+    ``loaded``: the file as :func:`load_json` already read it (one read, one log line, per file)."""
+    data, gap = loaded or load_json(path, FINETUNE_FORMAT)
     if data is None:
         return Reading(gap=gap)
     if lang != data.get("source") and lang not in data.get("targets", []):
@@ -101,6 +107,24 @@ def finetune_score(path: str, lang: str, variant: str = "plain", split: str = "t
         total = sum(counts.values()) if counts else "?"
         note = f"incomplete grid: {counts.get('done', '?')} of {total} runs done"
     return Reading(value=value, note=note, extra={"std": std, "n_seeds": n, "metric": summary.get("metric")})
+
+
+def baseline_score(path: str, lang: str, loaded: Optional[Loaded] = None) -> Reading:
+    """The best trivial baseline's score on ``lang``'s test file in an ``xlt baselines`` output, with a
+    note naming that baseline (``loaded`` as for :func:`finetune_score`)."""
+    data, gap = loaded or load_json(path, BASELINES_FORMAT)
+    if data is None:
+        return Reading(gap=gap)
+    everyone = data.get("best") if isinstance(data.get("best"), dict) else {}
+    if lang not in everyone:
+        return Reading(gap=f"{path} has no {lang} scores (tested on: {', '.join(everyone) or 'nothing'})")
+    best = everyone[lang] if isinstance(everyone[lang], dict) else {}
+    score, name = best.get("score"), best.get("name")
+    if isinstance(score, bool) or not isinstance(score, (int, float)) or not isinstance(name, str):
+        log.info(f"xlt report: {path}: the best {lang} baseline has no name and score")
+        return Reading(gap=f"damaged result file {path}")
+    return Reading(value=float(score), note=f"best trivial baseline: {name}",
+                   extra={"baseline": name, "metric": best.get("metric")})
 
 
 def shift_alphas(path: str, lang: str) -> Reading:

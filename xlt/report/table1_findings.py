@@ -1,0 +1,225 @@
+"""The findings of Wu et al.'s Table 1, and what pretraining bought, checked on a table's numbers.
+
+The paper's claims (§4) are checked on xlt's numbers and on the paper's own. Two references that
+the paper has no row for are checked on xlt's numbers only: the **No pretraining** control
+(Default's architecture, vocabulary and fine-tuning on an untrained encoder; row ``control``) and
+the **best trivial baseline** (``xlt baselines``; row ``baselines``), the latter on the English
+(source) test sets, where fine-tuning is supervised and must beat it.
+
+Numbers are ``values[row][task][lang]`` (None where a cell is missing); a comparison of two rows
+uses the languages where both have a score, and is inconclusive only when there is none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Optional, Sequence
+
+from xlt.report.findings import Finding, Inconclusive, Verdict, check, decide
+
+TASKS = (("xnli", "XNLI (acc)"), ("ner", "NER (F1)"), ("parse", "Parsing (LAS)"))
+# Scores of a model that learned nothing: three balanced XNLI classes; no NER span or labelled arc.
+CHANCE = {"xnli": 100.0 / 3, "ner": 0.0, "parse": 0.0}
+# Below this margin over chance, Default itself does not transfer on a task and comparisons of rows
+# on that task are noise: claims are checked on the other tasks.
+MIN_MARGIN = 5.0
+# "Within a few points" (No anchors vs Default; the paper's gaps are 1.1, 2.5 and 0.9).
+FEW_POINTS = 3.0
+CONTROL, BASELINES = "control", "baselines"    # the reference rows' keys (their directories)
+
+# values[row][task][lang] -> score or None
+Values = dict[str, dict[str, dict[str, Optional[float]]]]
+
+
+@dataclass
+class EnglishScores:
+    """The English (source) test scores of every row (one per pair's model), and which baselines
+    are the best ones behind the baseline row's cells (task -> names)."""
+
+    values: Values = field(default_factory=dict)
+    baselines: dict[str, list[str]] = field(default_factory=dict)
+
+
+def mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values)
+
+
+def task_mean(values: Values, row: str, task: str, languages: Optional[Sequence[str]] = None) -> float:
+    """Mean over the languages (given, or all with a score) of one row and task."""
+    cells = values.get(row, {}).get(task, {})
+    langs = [l for l in (languages or cells) if cells.get(l) is not None]
+    if not langs:
+        raise Inconclusive(f"{row} has no {task} score")
+    return mean([cells[l] for l in langs])
+
+
+def common(values: Values, task: str, *rows: str) -> list[str]:
+    """Languages where every row has a score (comparisons use the same languages on both sides)."""
+    sets = [{l for l, v in values.get(r, {}).get(task, {}).items() if v is not None} for r in rows]
+    langs = sorted(set.intersection(*sets))
+    if not langs:
+        raise Inconclusive(f"no language has {task} scores for all of {', '.join(rows)}")
+    return langs
+
+
+def only(values: Values, task: str, langs: list[str]) -> str:
+    """' (over fr, zh only)' when a comparison leaves some of the table's languages out."""
+    every = {l for row in values.values() for l in row.get(task, {})}
+    return f" (over {', '.join(langs)} only: the other cells are missing)" if len(langs) < len(every) else ""
+
+
+@dataclass
+class Usable:
+    """The tasks on which Default transfers (margin over a reference), and a note on those left out."""
+
+    margins: dict[str, float]
+    skipped: str
+
+    def tasks(self) -> list[str]:
+        return list(self.margins)
+
+    def detail(self, text: str) -> str:
+        return text + (f" ({self.skipped})" if self.skipped else "")
+
+
+def usable_tasks(margins: dict[str, float], reference: str, needs_all: bool = False) -> Usable:
+    """The tasks where Default's margin over ``reference`` is at least MIN_MARGIN: on the others every
+    row is near the reference and differences are noise, so a claim is checked on the usable tasks
+    only (all of them with ``needs_all``); Inconclusive when none (or not all) are usable."""
+    weak = [f"{task} {m:+.1f}" for task, m in margins.items() if m < MIN_MARGIN]
+    skipped = f"left out: Default within {MIN_MARGIN:g} points of {reference} on {', '.join(weak)}" if weak else ""
+    usable = {task: m for task, m in margins.items() if m >= MIN_MARGIN}
+    if not usable or (needs_all and weak):
+        raise Inconclusive(f"Default is within {MIN_MARGIN:g} points of {reference} ({', '.join(weak)}), so "
+                           "differences between rows are noise")
+    return Usable(usable, skipped)
+
+
+def transfers(values: Values, needs_all: bool = False) -> Usable:
+    """The tasks where Default is at least MIN_MARGIN over chance (see :func:`usable_tasks`)."""
+    margins = {task: task_mean(values, "default", task) - CHANCE[task] for task, _ in TASKS}
+    return usable_tasks(margins, "chance", needs_all)
+
+
+# ---- the paper's claims ----------------------------------------------------------------------------
+def no_anchors_close(values: Values) -> Verdict:
+    usable = transfers(values)
+    gaps = {}
+    for task in usable.tasks():
+        langs = common(values, task, "default", "no-anchors")
+        gaps[task] = task_mean(values, "no-anchors", task, langs) - task_mean(values, "default", task, langs)
+    detail = ", ".join(f"{t} {g:+.1f}" for t, g in gaps.items())
+    return decide(all(g >= -FEW_POINTS for g in gaps.values()), usable.detail(f"No anchors - Default: {detail}"))
+
+
+def sep_emb_l16_collapses(values: Values) -> Verdict:
+    usable = transfers(values)
+    lost = {}
+    for task in usable.tasks():
+        langs = common(values, task, "default", "sep-emb+l1-6")
+        default = task_mean(values, "default", task, langs)
+        # Default's margin over the same languages: dividing by its margin over all of its languages
+        # would misjudge a row that lacks some of them.
+        lost[task] = (default - task_mean(values, "sep-emb+l1-6", task, langs)) / (default - CHANCE[task])
+    detail = ", ".join(f"{t} {100 * f:.0f}%" for t, f in lost.items())
+    return decide(all(f >= 0.5 for f in lost.values()),
+                  usable.detail(f"share of Default's margin over chance lost: {detail}"))
+
+
+def sep_emb_l16_collapses_vs_control(values: Values) -> Verdict:
+    """The claim above with the No pretraining control as the floor instead of chance: an untrained
+    encoder fine-tuned on English already beats chance (e.g. frequent NER strings), so its score is
+    the more honest zero of what pretraining bought."""
+    if not any(v is not None for cells in values.get(CONTROL, {}).values() for v in cells.values()):
+        raise Inconclusive("no No pretraining (control) results")
+    rows = ("default", CONTROL, "sep-emb+l1-6")
+    means = {}
+    for task, _ in TASKS:
+        langs = common(values, task, *rows)
+        means[task] = [task_mean(values, row, task, langs) for row in rows]
+    usable = usable_tasks({task: d - c for task, (d, c, _) in means.items()}, "No pretraining")
+    lost = {task: (means[task][0] - means[task][2]) / margin for task, margin in usable.margins.items()}
+    detail = ", ".join(f"{t} {100 * f:.0f}%" for t, f in lost.items())
+    return decide(all(f >= 0.5 for f in lost.values()),
+                  usable.detail(f"share of Default's margin over No pretraining lost: {detail}"))
+
+
+def deeper_separation_hurts(values: Values) -> Verdict:
+    usable = transfers(values)
+    chains = (("sep-l1-3", "sep-l1-6"), ("sep-emb", "sep-emb+l1-3", "sep-emb+l1-6"))
+    broken = []
+    for task in usable.tasks():
+        for chain in chains:
+            langs = common(values, task, *chain)
+            means = [task_mean(values, row, task, langs) for row in chain]
+            if any(a <= b for a, b in zip(means, means[1:])):
+                broken.append(f"{task}: " + ", ".join(f"{r} {m:.1f}" for r, m in zip(chain, means)) + " (not decreasing)")
+    return decide(not broken, usable.detail("; ".join(broken) or "every chain decreases on every task"))
+
+
+def extra_anchors_help(values: Values) -> Verdict:
+    usable = transfers(values)
+    diffs = []
+    for task in usable.tasks():
+        langs = common(values, task, "extra-anchors", "default-anchors")
+        diffs.append(task_mean(values, "extra-anchors", task, langs) - task_mean(values, "default-anchors", task, langs))
+    gain = mean(diffs)
+    return decide(gain > 0, usable.detail(f"Extra anchors - Default anchors, mean over tasks: {gain:+.2f}"))
+
+
+def domain_hurts_ner_most(values: Values) -> Verdict:
+    transfers(values, needs_all=True)
+    drops = {}
+    for task, _ in TASKS:
+        langs = common(values, task, "default", "wiki-cc")
+        drops[task] = task_mean(values, "default", task, langs) - task_mean(values, "wiki-cc", task, langs)
+    detail = ", ".join(f"{t} {d:+.1f}" for t, d in drops.items())
+    return decide(drops["ner"] > max(drops["xnli"], drops["parse"]), f"Default - Wiki-CC: {detail}")
+
+
+CLAIMS = (
+    (f"No anchors stays within {FEW_POINTS:g} points of Default on every task (§4.2).", no_anchors_close),
+    ("Sep Emb + L1-6 falls towards chance: it loses at least half of Default's margin over chance on "
+     "every task (§4.3).", sep_emb_l16_collapses),
+    ("Separating more bottom layers hurts more: Sep L1-3 > Sep L1-6 and Sep Emb > Sep Emb + L1-3 > "
+     "Sep Emb + L1-6 on every task (§4.3).", deeper_separation_hurts),
+    ("More anchors help: Extra anchors beat Default anchors on the mean over tasks (§4.2).",
+     extra_anchors_help),
+    ("Domain mismatch (Wiki-CC) costs NER more than XNLI and parsing (§4.1).", domain_hurts_ner_most),
+)
+CONTROL_CLAIM = ("Sep Emb + L1-6 falls towards no pretraining: it loses at least half of Default's margin over "
+                 "the No pretraining control on every task (§4.3, measured from the control instead of chance).")
+
+
+# ---- what pretraining bought (xlt's numbers only: the paper has neither reference) -----------------
+def pretraining_helps(task: str) -> Callable[[Values], Verdict]:
+    def rule(values: Values) -> Verdict:
+        langs = common(values, task, "default", CONTROL)
+        default, control = task_mean(values, "default", task, langs), task_mean(values, CONTROL, task, langs)
+        return decide(default > control, f"Default {default:.1f}, No pretraining {control:.1f} "
+                                         f"({default - control:+.1f}){only(values, task, langs)}")
+    return rule
+
+
+def beats_baseline_on_english(task: str) -> Callable[[EnglishScores], Verdict]:
+    def rule(english: EnglishScores) -> Verdict:
+        values = english.values
+        langs = common(values, task, "default", BASELINES)
+        tuned, floor = task_mean(values, "default", task, langs), task_mean(values, BASELINES, task, langs)
+        names = ", ".join(english.baselines.get(task, [])) or "?"
+        return decide(tuned > floor, f"Default {tuned:.1f}, best trivial baseline {floor:.1f} ({names}; "
+                                     f"{tuned - floor:+.1f}) on the English test set of the "
+                                     f"{', '.join(f'en-{l}' for l in langs)} model(s)")
+    return rule
+
+
+def findings(ours: Values, paper: Values, english: Optional[EnglishScores] = None) -> list[Finding]:
+    """The paper's claims on both sets of numbers, then the checks against the references (xlt only)."""
+    checked = [check(claim, rule, ours, paper) for claim, rule in CLAIMS]
+    checked.append(check(CONTROL_CLAIM, sep_emb_l16_collapses_vs_control, ours, None))
+    checked += [check(f"Pretraining beats no pretraining on {title}: Default > No pretraining, zero-shot "
+                      "(mean over languages).", pretraining_helps(task), ours, None) for task, title in TASKS]
+    checked += [check(f"Fine-tuning beats the best trivial baseline on English {title}: Default > the best "
+                      "model-free baseline on the English test set.", beats_baseline_on_english(task),
+                      english or EnglishScores(), None) for task, title in TASKS]
+    return checked
