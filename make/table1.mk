@@ -6,6 +6,9 @@
 #                                          `xlt finetune --data-dir` reads
 #   $(W)/table1/<row>/en-<L>/<task>/       `xlt finetune` output: results.json, summary.md, runs/
 #   $(W)/table1/<row>/en-<L>/missing.json  a cell that cannot be computed, with the reason
+#   $(W)/table1/control/en-<L>/<task>/     the no-pretraining control: Default's architecture and
+#                                          vocabulary, untrained, fine-tuned the same way
+#   $(W)/table1/baselines/en-<L>/<task>.json  trivial baselines (chance, majority, all O, next word...)
 #   $(W)/report/table1.{md,csv,tex,json}   the table
 
 TABLE1_ROWS := default wiki-cc default-anchors no-anchors extra-anchors \
@@ -91,6 +94,27 @@ $(W)/table1/%/ner/results.json: $(W)/models/%/finished $$(call ner_files,$$(call
 $(W)/table1/%/parse/results.json: $(W)/models/%/finished $$(call parse_files,$$(call target_of,$$*))
 	$(call finetune,parse,$(call parse_files,$(call target_of,$*)),$(PARSE_ARGS))
 
+# The control row: the Default model's run directory with --checkpoint untrained (what fine-tuning
+# alone reaches; pretraining is worth the difference). Its stem is the target language.
+define finetune_control
+$(XLT) finetune $(1) --model $(W)/models/default/en-$* --checkpoint untrained -o $(@D) --data-dir $(T) \
+  --seeds $(FT_SEEDS) --train en $(word 1,$(2)) --dev en $(word 2,$(2)) --eval $* $(wordlist 4,5,$(2)) $(3)
+endef
+$(W)/table1/control/en-%/xnli/results.json: $(W)/models/default/en-%/finished $$(call xnli_files,$$*)
+	$(call finetune_control,xnli,$(call xnli_files,$*),$(XNLI_ARGS))
+$(W)/table1/control/en-%/ner/results.json: $(W)/models/default/en-%/finished $$(call ner_files,$$*)
+	$(call finetune_control,ner,$(call ner_files,$*),$(NER_ARGS))
+$(W)/table1/control/en-%/parse/results.json: $(W)/models/default/en-%/finished $$(call parse_files,$$*)
+	$(call finetune_control,parse,$(call parse_files,$*),$(PARSE_ARGS))
+
+# Trivial baselines from the task files alone, scored on the English and the target test sets.
+# $(call baselines,TASK,FILES): FILES as for finetune (train, dev, en test, target dev, target test).
+baselines = mkdir -p $(@D) && $(XLT) -q baselines $(1) --train en $(word 1,$(2)) --eval en $(word 3,$(2)) \
+  --eval $* $(word 5,$(2)) -o $@
+$(W)/table1/baselines/en-%/xnli.json: $$(call xnli_files,$$*) ; $(call baselines,xnli,$^)
+$(W)/table1/baselines/en-%/ner.json: $$(call ner_files,$$*) ; $(call baselines,ner,$^)
+$(W)/table1/baselines/en-%/parse.json: $$(call parse_files,$$*) ; $(call baselines,parse,$^)
+
 # A Wiki-CC cell without a web corpus for its language: the reason, for the report to show.
 $(W)/table1/wiki-cc/en-%/missing.json:
 	@mkdir -p $(@D)
@@ -100,8 +124,10 @@ $(W)/table1/wiki-cc/en-%/missing.json:
 table1_cell = $(if $(and $(filter wiki-cc,$(1)),$(if $(CORPUS_cc-$(2)),,no)), \
   $(W)/table1/$(1)/en-$(2)/missing.json, \
   $(foreach t,$(TASKS),$(W)/table1/$(1)/en-$(2)/$(t)/results.json))
-TABLE1_RESULTS := $(foreach r,$(TABLE1_ROWS),$(foreach l,$(LANGS),$(call table1_cell,$(r),$(l))))
-TABLE1_MODELS  := $(patsubst $(W)/table1/%/xnli/results.json,$(W)/models/%/finished,$(filter %/xnli/results.json,$(TABLE1_RESULTS)))
+TABLE1_CELLS   := $(foreach r,$(TABLE1_ROWS),$(foreach l,$(LANGS),$(call table1_cell,$(r),$(l))))
+TABLE1_RESULTS := $(TABLE1_CELLS) $(foreach l,$(LANGS),$(foreach t,$(TASKS),$(W)/table1/control/en-$(l)/$(t)/results.json \
+    $(W)/table1/baselines/en-$(l)/$(t).json))
+TABLE1_MODELS  := $(patsubst $(W)/table1/%/xnli/results.json,$(W)/models/%/finished,$(filter %/xnli/results.json,$(TABLE1_CELLS)))
 
 # Several nodes (SCALE=paper NNODES=2 MASTER=host0:29500): one node prepares every token store
 # (`make prepare-table1`), then every node runs `make pretrain-table1` (the same models in the same
