@@ -46,8 +46,13 @@ def test_every_scale_plans_the_whole_reproduction(tmp_path, scale):
     # of Figure 7; monolingual en, fr, de, ru, zh for Figure 7 and the alignment.
     assert len(pretrain) == 10 * 3 - 1 + 1 + 5
     assert not any("wiki-cc/en-ru" in line for line in pretrain)
-    # 10 rows x 3 tasks x 3 pairs less the 3 Wiki-CC en-ru cells, plus Liu et al.'s XNLI with shift per pair.
-    assert len(xlt_commands(lines, "finetune")) == 10 * 3 * 3 - 3 + 3
+    # 10 rows x 3 tasks x 3 pairs less the 3 Wiki-CC en-ru cells, the no-pretraining control's 3 tasks
+    # per pair (Default's run, untrained), plus Liu et al.'s XNLI with shift per pair.
+    finetunes = xlt_commands(lines, "finetune")
+    assert len(finetunes) == 10 * 3 * 3 - 3 + 3 * 3 + 3
+    control = [line for line in finetunes if "--checkpoint untrained" in line]
+    assert len(control) == 3 * 3 and all("/models/default/en-" in line for line in control)
+    assert len([line for line in lines if re.search(r"\bxlt -q baselines\b", line)]) == 3 * 3
     reports = {line.split("report ")[1].split()[0]: line for line in xlt_commands(lines, "report")}
     assert set(reports) == {"table1", "figure7", "alignment", "liu-table2", "liu-table4"}
     for name, line in reports.items():  # each table shows the languages the run made
