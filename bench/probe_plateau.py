@@ -67,11 +67,15 @@ def main() -> None:
     p.add_argument("--langs", default="en,fr")
     p.add_argument("--preset", default="mini")
     p.add_argument("--layers", type=int, help="override the preset's number of layers")
+    p.add_argument("--width", type=int, help="override d_model (d_ffn = 4 x width, heads = width / 32)")
     p.add_argument("--dropout", type=float, default=0.0)
     p.add_argument("--lr", type=float, default=2e-3, help="Adam, linear warm-up then constant")
     p.add_argument("--warmup", type=int, default=200)
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--stream-len", type=int, default=64)
+    p.add_argument("--short-len", type=int, help="a curriculum: windows of this length first ...")
+    p.add_argument("--short-fraction", type=float, default=0.5, help="... for this fraction of the tokens")
+    p.add_argument("--device", default="cpu")
     p.add_argument("--tokens", type=float, default=2e6, help="training tokens in all")
     p.add_argument("--evals", type=int, default=6)
     p.add_argument("--attend", choices=("all", "neighbours"), default="all")
@@ -89,6 +93,8 @@ def main() -> None:
         overrides = {"dropout": a.dropout, "attention_dropout": a.dropout}
         if a.layers:
             overrides["n_layers"] = a.layers
+        if a.width:
+            overrides.update(d_model=a.width, d_ffn=4 * a.width, n_heads=max(1, a.width // 32))
         model = MaskedLM(EncoderConfig.preset(a.preset, vocab_size=V, languages=langs, **overrides))
     if a.attend == "neighbours":  # a probe, not a model option: every attention call sees the band
         sdpa = F.scaled_dot_product_attention
@@ -102,6 +108,7 @@ def main() -> None:
         counts = np.bincount(np.asarray(train[lang].tokens), minlength=V).astype(np.float64) + 0.5
         counts[:len(SPECIALS)] = 0
         log_unigram[lang] = np.log(counts / counts.sum() + 1e-300)
+    model.to(a.device)
     mask = MaskTransform(MaskingConfig(random_within_language=False), MASK_ID, range(len(SPECIALS)), V)
 
     def dev_perplexity(lang: str, context: str = "kept") -> tuple[float, float]:
@@ -118,23 +125,33 @@ def main() -> None:
             elif context == "none":
                 ids = torch.full_like(ids, MASK_ID)
             with torch.no_grad():
-                total += model(ids, lang, None, m.target_positions, m.target_ids, reduction="sum").item()
+                total += model(ids.to(a.device), lang, None, m.target_positions.to(a.device),
+                               m.target_ids.to(a.device), reduction="sum").item()
             unigram -= log_unigram[lang][m.target_ids.numpy()].sum()
             n += len(m.target_ids)
         model.train()
         return math.exp(total / n), math.exp(unigram / n)
 
-    streams = {lang: iter(LanguageStream(train[lang], stream_len=a.stream_len, batch_size=a.batch, seed=i))
-               for i, lang in enumerate(langs)}
+    def streams_of(length: int) -> dict:
+        # the same number of tokens per batch whatever the window length
+        batch = a.batch * a.stream_len // length
+        return {lang: iter(LanguageStream(train[lang], stream_len=length, batch_size=batch, seed=i))
+                for i, lang in enumerate(langs)}
+
+    streams = streams_of(a.short_len or a.stream_len)
     optimizer = torch.optim.Adam(model.parameters(), lr=a.lr)
     steps = int(a.tokens / (a.batch * a.stream_len))
+    short_steps = int(steps * a.short_fraction) if a.short_len else 0
     rng, generator, start = np.random.default_rng(0), torch.Generator().manual_seed(0), time.time()
     for step in range(steps):
         lang = langs[rng.integers(len(langs))]
         for group in optimizer.param_groups:
             group["lr"] = a.lr * min(1.0, (step + 1) / max(1, a.warmup))
+        if short_steps and step == short_steps:
+            streams = streams_of(a.stream_len)
         m = mask(next(streams[lang]), lang, generator)
-        loss = model(m.input_ids, lang, None, m.target_positions, m.target_ids)
+        loss = model(m.input_ids.to(a.device), lang, None, m.target_positions.to(a.device),
+                     m.target_ids.to(a.device))
         optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)

@@ -80,6 +80,49 @@ def test_resume_equals_uninterrupted(inputs, tmp_path):
     assert steps == sorted(set(steps)), "a resumed run must not log a step twice"
 
 
+CURRICULUM = ["--short-stream-len", "4", "--short-stream-steps", "8", "--dropout", "0"]
+
+
+def test_the_short_window_phase_then_long_windows_and_resume_across_the_switch(inputs, tmp_path, monkeypatch):
+    from xlt.pretrain.config import PretrainConfig
+    from xlt.pretrain.trainer import Pretrainer
+
+    root = inputs["root"]
+    cfg = PretrainConfig(vocab=str(root / "vocab"), train={l: str(root / f"{l}.train") for l in ("en", "fr")},
+                         dev={l: str(root / f"{l}.dev") for l in ("en", "fr")}, preset="tiny", stream_len=16,
+                         batch_size=4, short_stream_len=4, short_stream_steps=3, max_steps=5, dropout=0.0)
+    trainer = Pretrainer(cfg, tmp_path / "shapes")
+    shapes = []
+    step = trainer._train_step
+    monkeypatch.setattr(trainer, "_train_step", lambda masked, *a: shapes.append(tuple(masked.input_ids.shape))
+                        or step(masked, *a))
+    trainer.train()
+    # Four times the windows of a quarter of the length: the same 64 tokens per step in both phases.
+    assert shapes == [(16, 4)] * 3 + [(4, 16)] * 2
+    assert trainer.model_config.dropout == 0 and trainer.model_config.attention_dropout == 0
+
+    straight, split = tmp_path / "straight", tmp_path / "split"
+    run_xlt("pretrain", "--run-dir", straight, *inputs["args"], *tiny_args(14), *CURRICULUM, check=True)
+    run_xlt("pretrain", "--run-dir", split, *inputs["args"], *tiny_args(6), *CURRICULUM, check=True)
+    run_xlt("pretrain", "--run-dir", split, *inputs["args"], *tiny_args(14), *CURRICULUM, check=True)
+    assert_same_weights(weights(straight), weights(split))
+    plain = tmp_path / "plain"
+    run_xlt("pretrain", "--run-dir", plain, *inputs["args"], *tiny_args(14), "--dropout", "0", check=True)
+    assert any(not torch.equal(a, b) for a, b in zip(weights(plain).values(), weights(straight).values()))
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--short-stream-len", "16"], "--short-stream-len must be between 1 and --stream-len - 1 (15), got 16"),
+    (["--short-stream-len", "4"], "--short-stream-steps must be at least 1 with --short-stream-len, got 0"),
+    (["--short-stream-steps", "4"], "--short-stream-steps must be 0 without --short-stream-len, got 4"),
+    (["--dropout", "1"], "--dropout must be in [0, 1), got 1"),
+])
+def test_curriculum_and_dropout_settings_are_checked(inputs, tmp_path, options, message):
+    res = run_xlt("pretrain", "--run-dir", tmp_path / "r", *inputs["args"], *tiny_args(2), *options)
+    assert_one_line_error(res, message)
+    assert not (tmp_path / "r").exists() or not (tmp_path / "r" / "checkpoints" / "last.pt").exists()
+
+
 def test_an_attempt_killed_before_its_first_checkpoint_starts_over_with_its_metrics(inputs, tmp_path):
     straight, restarted = tmp_path / "straight", tmp_path / "restarted"
     run_xlt("pretrain", "--run-dir", straight, *inputs["args"], *tiny_args(6), check=True)

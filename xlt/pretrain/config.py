@@ -34,6 +34,13 @@ class PretrainConfig:
     stream_len: int = help_field("tokens per training window, cut across sentence boundaries (Liu et al.: 20)",
                                  default=256)
     batch_size: int = help_field("windows per batch and per process (the paper: 96 per GPU)", default=32)
+    short_stream_len: Optional[int] = help_field(
+        "a two-phase curriculum (BERT's): windows of this many tokens for the first --short-stream-steps "
+        "steps, batches grown to the same tokens per step; small models leave the unigram plateau on short "
+        "windows within a few million tokens and keep it on long ones (docs/reproduce.md)", default=None)
+    short_stream_steps: int = help_field("steps of the short-window phase (with --short-stream-len)", default=0)
+    dropout: Optional[float] = help_field("dropout of the model and its attention, instead of the preset's "
+                                          "(0 speeds up small models that underfit)", default=None)
     lang_alpha: float = help_field("language sampling: p(lang) proportional to (share of sentences)^alpha",
                                    default=0.7)
     max_sentences: Optional[int] = help_field("use only the first N training sentences of each language "
@@ -80,10 +87,24 @@ class PretrainConfig:
         for beta in self.adam_betas:
             _require(0 <= beta < 1, "adam_betas", "in [0, 1)", beta)
         _require(0 <= self.seed < 2 ** 32, "seed", "between 0 and 2^32 - 1", self.seed)
+        if self.short_stream_len is not None:
+            _require(1 <= self.short_stream_len < self.stream_len, "short_stream_len",
+                     f"between 1 and --stream-len - 1 ({self.stream_len - 1})", self.short_stream_len)
+            _require(self.short_stream_steps >= 1, "short_stream_steps", "at least 1 with --short-stream-len",
+                     self.short_stream_steps)
+        else:
+            _require(self.short_stream_steps == 0, "short_stream_steps", "0 without --short-stream-len",
+                     self.short_stream_steps)
+        _require(self.dropout is None or 0 <= self.dropout < 1, "dropout", "in [0, 1)", self.dropout)
         _require(self.max_sentences is None or self.max_sentences >= 1, "max_sentences", "at least 1 when given",
                  self.max_sentences)
         if self.precision not in PRECISIONS:
             raise XltError(f"--precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+
+    @property
+    def short_batch_size(self) -> int:
+        """Windows per batch in the short phase: as many tokens per step as a long batch."""
+        return max(1, self.batch_size * self.stream_len // (self.short_stream_len or self.stream_len))
 
     def to_dict(self) -> dict:
         d = asdict(self)

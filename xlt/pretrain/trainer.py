@@ -67,8 +67,9 @@ class Pretrainer:
         if cfg.separate_layers is not None:
             sharing = SharingSpec(separate_embeddings=sharing.separate_embeddings,
                                   separate_layers=tuple(cfg.separate_layers))
+        dropout = {} if cfg.dropout is None else {"dropout": cfg.dropout, "attention_dropout": cfg.dropout}
         self.model_config = EncoderConfig.preset(cfg.preset, vocab_size=len(self.vocab), languages=self.languages,
-                                                 sharing=sharing, lang_embeddings=cfg.lang_embeddings)
+                                                 sharing=sharing, lang_embeddings=cfg.lang_embeddings, **dropout)
         self.model = MaskedLM(self.model_config).to(self.d.device)
         self.ddp_model = self._wrap_ddp(self.model)
 
@@ -82,10 +83,9 @@ class Pretrainer:
             separate_embeddings=sharing.separate_embeddings, prefix_lang=self.vocab.prefix_lang)
         self.masking = MaskTransform.from_vocabulary(masking, self.vocab, self.languages)
         self.mask_generator = torch.Generator().manual_seed(cfg.seed * 1000 + 17 + self.d.rank)
-        self.streams = {l: LanguageStream(s, stream_len=cfg.stream_len, batch_size=cfg.batch_size,
-                                          seed=cfg.seed, rank=self.d.rank, world_size=self.d.world_size,
-                                          max_sentences=cfg.max_sentences)
-                        for l, s in self.train_stores.items()}
+        self.streams = self._streams(cfg.stream_len, cfg.batch_size)
+        # The curriculum's first phase reads its own streams, so both phases resume exactly.
+        self.short_streams = self._streams(cfg.short_stream_len, cfg.short_batch_size) if cfg.short_stream_len else {}
         counts = {l: min(len(s), cfg.max_sentences or len(s)) for l, s in self.train_stores.items()}
         # Same seed on every rank: all ranks train on the same language at each step.
         self.sampler = LanguageSampler(counts, alpha=cfg.lang_alpha, seed=cfg.seed)
@@ -94,6 +94,11 @@ class Pretrainer:
         self.metrics = MetricsLog(os.path.join(self.run_dir, "metrics.jsonl"))
 
     # ---- set-up helpers ---------------------------------------------------------------------
+    def _streams(self, stream_len: int, batch_size: int) -> dict[str, LanguageStream]:
+        return {l: LanguageStream(s, stream_len=stream_len, batch_size=batch_size, seed=self.cfg.seed,
+                                  rank=self.d.rank, world_size=self.d.world_size, max_sentences=self.cfg.max_sentences)
+                for l, s in self.train_stores.items()}
+
     def _check_languages(self) -> None:
         if not self.languages:
             raise XltError("no training data given (--train LANG PREFIX)")
@@ -149,7 +154,8 @@ class Pretrainer:
     def state_dict(self) -> dict[str, Any]:
         per_rank = distributed.gather_objects(self.d, {
             "rng": rng_state(), "mask_generator": self.mask_generator.get_state(),
-            "streams": {l: s.state_dict() for l, s in self.streams.items()}})
+            "streams": {l: s.state_dict() for l, s in self.streams.items()},
+            "short_streams": {l: s.state_dict() for l, s in self.short_streams.items()}})
         return {"step": self.step, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                 "scheduler": self.scheduler.state_dict(), "scaler": self.scaler.state_dict(),
                 "sampler": self.sampler.state_dict(), "per_rank": per_rank, "best": dict(self.best),
@@ -170,6 +176,8 @@ class Pretrainer:
         self.mask_generator.set_state(mine["mask_generator"])
         for lang, s in mine["streams"].items():
             self.streams[lang].load_state_dict(s)
+        for lang, s in mine.get("short_streams", {}).items():
+            self.short_streams[lang].load_state_dict(s)
         self.step, self.best = state["step"], state["best"]
 
     def save(self, name: str, state: Optional[dict[str, Any]] = None) -> None:
@@ -238,7 +246,8 @@ class Pretrainer:
             while self.step < cfg.max_steps:
                 t0 = time.perf_counter()
                 lang = self.sampler.next()
-                masked = self.masking(next(self.streams[lang]), lang, self.mask_generator)
+                streams = self.short_streams if self.step < cfg.short_stream_steps else self.streams
+                masked = self.masking(next(streams[lang]), lang, self.mask_generator)
                 wait_since += time.perf_counter() - t0
                 loss, stopping = self._train_step(masked, lang, stop.is_set())
                 self.step += 1
