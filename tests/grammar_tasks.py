@@ -1,0 +1,178 @@
+"""Task files whose answers are known, generated from a small English grammar (tests/test_learning.py).
+
+The grammar extends the lexicon of ``synthetic`` with optional adjectives and an optional
+prepositional phrase, so that neither a tag nor a head is a function of the word's position::
+
+    S   -> NP(subject) verb NP(object) .
+    NP  -> det adj{0,2} noun [PP]                 (a PP at most once per sentence)
+    PP  -> prep det adj{0,1} noun
+
+Every sentence comes with its gold annotation, written in the formats the real task readers take:
+
+* **parse** (CoNLL-U): det -> noun (``det``), adj -> noun (``amod``), subject noun -> verb (``nsubj``),
+  verb -> ROOT (``root``), object noun -> verb (``obj``), prep -> its noun (``case``), PP noun -> the
+  noun it modifies (``nmod``), ``.`` -> verb (``punct``, UPOS PUNCT, so LAS skips it).
+* **ner** (``word tag`` columns): every ``adj* noun`` run is one entity, typed by its role in the
+  sentence: AGT (the subject's), PAT (the object's), LOC (a prepositional phrase's). The same words
+  are an AGT entity before the verb and a PAT one after it, so a gazetteer of the training entities
+  gets about half of the types wrong: the tagger has to read the context.
+* **xnli** (``premise<TAB>hypothesis<TAB>label``): the hypothesis is the premise's bare clause
+  ``det noun verb det noun .`` (adjectives and PP dropped) with its verb possibly replaced; the label
+  is decided by the two verbs: the same verb -> entailment, its antonym (likes/hates, finds/loses,
+  follows/leads, takes/gives) -> contradiction, any other verb -> neutral. Neither segment alone
+  tells the label: the classifier has to read both.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import synthetic
+
+DETS = [en for en, _ in synthetic.LEXICON["det"]]
+ADJS = [en for en, _ in synthetic.LEXICON["adj"]]
+NOUNS = [en for en, _ in synthetic.LEXICON["noun"]]
+# Verbs in antonym pairs (the NLI rule's lexical knowledge); four of them are synthetic's.
+ANTONYM = {"likes": "hates", "finds": "loses", "follows": "leads", "takes": "gives"}
+ANTONYM.update({b: a for a, b in list(ANTONYM.items())})
+VERBS = sorted(ANTONYM)
+PREPS = ["in", "near", "with"]
+
+
+@dataclass
+class Sentence:
+    """Words with their gold UPOS, heads (1-based, 0 = root), relations and BIO entity tags, plus the
+    three content slots the NLI rule compares."""
+
+    words: list[str]
+    upos: list[str]
+    heads: list[int]
+    relations: list[str]
+    tags: list[str]
+    core: tuple[str, str, str, str, str]   # subject det, subject noun, verb, object det, object noun
+
+    @property
+    def text(self) -> str:
+        return " ".join(self.words)
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.words: list[str] = []
+        self.upos: list[str] = []
+        self.heads: list[int] = []
+        self.relations: list[str] = []
+        self.tags: list[str] = []
+
+    def add(self, word: str, upos: str, relation: str, tag: str = "O") -> int:
+        """Append a word whose head is filled in later; returns its 1-based index."""
+        self.words.append(word)
+        self.upos.append(upos)
+        self.heads.append(-1)
+        self.relations.append(relation)
+        self.tags.append(tag)
+        return len(self.words)
+
+    def noun_phrase(self, rng: random.Random, max_adjectives: int, kind: str) -> tuple[int, str, str]:
+        """det adj* noun with its internal heads and its entity (type ``kind``); returns (noun index, det, noun)."""
+        det, noun = rng.choice(DETS), rng.choice(NOUNS)
+        d = self.add(det, "DET", "det")
+        adjectives = [self.add(rng.choice(ADJS), "ADJ", "amod") for _ in range(rng.randint(0, max_adjectives))]
+        n = self.add(noun, "NOUN", "")
+        for position, index in enumerate(adjectives + [n]):
+            self.tags[index - 1] = ("B-" if position == 0 else "I-") + kind
+        for index in [d, *adjectives]:
+            self.heads[index - 1] = n
+        return n, det, noun
+
+    def maybe_pp(self, rng: random.Random, head_noun: int, allowed: bool) -> bool:
+        if not allowed or rng.random() < 0.5:
+            return False
+        p = self.add(rng.choice(PREPS), "ADP", "case")
+        n, _, _ = self.noun_phrase(rng, max_adjectives=1, kind="LOC")
+        self.heads[p - 1] = n
+        self.heads[n - 1] = head_noun
+        self.relations[n - 1] = "nmod"
+        return True
+
+
+def sentence(rng: random.Random) -> Sentence:
+    """One random sentence of the grammar with its annotation."""
+    b = _Builder()
+    subject, sdet, snoun = b.noun_phrase(rng, max_adjectives=2, kind="AGT")
+    pp_on_subject = rng.random() < 0.5
+    used = b.maybe_pp(rng, subject, allowed=pp_on_subject)
+    verb_word = rng.choice(VERBS)
+    verb = b.add(verb_word, "VERB", "root")
+    b.heads[verb - 1] = 0
+    b.heads[subject - 1], b.relations[subject - 1] = verb, "nsubj"
+    obj, odet, onoun = b.noun_phrase(rng, max_adjectives=2, kind="PAT")
+    b.heads[obj - 1], b.relations[obj - 1] = verb, "obj"
+    b.maybe_pp(rng, obj, allowed=not used)
+    stop = b.add(".", "PUNCT", "punct")
+    b.heads[stop - 1] = verb
+    assert all(h >= 0 for h in b.heads) and all(b.relations)
+    return Sentence(b.words, b.upos, b.heads, b.relations, b.tags, (sdet, snoun, verb_word, odet, onoun))
+
+
+def sentences(n: int, seed: int) -> list[Sentence]:
+    rng = random.Random(seed)
+    return [sentence(rng) for _ in range(n)]
+
+
+def vocabulary_words() -> list[str]:
+    """Every word the grammar can produce."""
+    return DETS + ADJS + NOUNS + VERBS + PREPS + ["."]
+
+
+# ---- files in the real readers' formats --------------------------------------------------------
+def write_conllu(path: Path, items: list[Sentence]) -> Path:
+    blocks = []
+    for i, s in enumerate(items, 1):
+        lines = [f"# sent_id = {i}", f"# text = {s.text}"]
+        for k, (w, u, h, r) in enumerate(zip(s.words, s.upos, s.heads, s.relations), 1):
+            lines.append("\t".join([str(k), w, w, u, "_", "_", str(h), r, "_", "_"]))
+        blocks.append("\n".join(lines) + "\n")
+    path.write_text("\n".join(blocks), encoding="utf-8")
+    return path
+
+
+def write_ner(path: Path, items: list[Sentence]) -> Path:
+    blocks = ["\n".join(f"{w}\t{t}" for w, t in zip(s.words, s.tags)) + "\n" for s in items]
+    path.write_text("\n".join(blocks), encoding="utf-8")
+    return path
+
+
+NLI_LABELS = ("entailment", "contradiction", "neutral")
+
+
+def nli_pair(rng: random.Random, premise: Sentence, label: str) -> tuple[str, str, str]:
+    """A hypothesis for ``premise`` that the verb rule labels ``label``."""
+    sdet, snoun, verb, odet, onoun = premise.core
+    if label == "entailment":
+        other = verb
+    elif label == "contradiction":
+        other = ANTONYM[verb]
+    else:
+        other = rng.choice([v for v in VERBS if v not in (verb, ANTONYM[verb])])
+    return premise.text, " ".join([sdet, snoun, other, odet, onoun, "."]), label
+
+
+def write_nli(path: Path, items: list[Sentence], seed: int) -> Path:
+    rng = random.Random(seed)
+    lines = ["\t".join(nli_pair(rng, s, NLI_LABELS[i % 3])) for i, s in enumerate(items)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def write_corpus(path: Path, items: list[Sentence]) -> Path:
+    """Plain text, one sentence a line (the pretraining corpus)."""
+    path.write_text("\n".join(s.text for s in items) + "\n", encoding="utf-8")
+    return path
+
+
+def word_counts(items: list[Sentence]) -> Counter:
+    return Counter(w for s in items for w in s.words)
