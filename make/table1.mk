@@ -35,7 +35,9 @@ ROW_sep-l1-6        := union      sep-l1-6
 PRETRAIN := $(if $(TORCHRUN),$(TORCHRUN) xlt,$(XLT)) pretrain
 PRETRAIN_ARGS = --preset $(PRESET) --batch-size $(BATCH) --stream-len $(STREAM_LEN) --max-steps $(STEPS) \
   --warmup-steps $(WARMUP) --lr $(LR) --eval-every $(EVAL_EVERY) --save-every $(SAVE_EVERY) \
-  --eval-batches $(EVAL_BATCHES) --precision $(PRECISION) --log-every $(LOG_EVERY)
+  --eval-batches $(EVAL_BATCHES) --precision $(PRECISION) --log-every $(LOG_EVERY) \
+  $(if $(SHORT_STREAM_LEN),--short-stream-len $(SHORT_STREAM_LEN) --short-stream-steps $(SHORT_STEPS)) \
+  $(if $(DROPOUT),--dropout $(DROPOUT))
 # $(call row_data,ROW/en-L) -> the pair's data directory for that row
 row_data = $(W)/data/$(word 1,$(ROW_$(patsubst %/,%,$(dir $(1)))))/$(notdir $(1))
 

@@ -146,6 +146,26 @@ def test_head_overfits_a_handful_of_pairs(tmp_path, text):
     assert task.evaluate(examples, predictions, labels) == {"accuracy": 100.0}
 
 
+def test_mean_pooling_reads_every_input_state_and_no_padding(tmp_path, text):
+    task = get_task("xnli", dropout=0.0, pooling="mean")
+    examples = task.read(write_tsv(tmp_path / "t.tsv", PAIRS))
+    labels = task.labels(examples)
+    batch = next(task.batches(examples, text, labels, 4, 64, False, None))
+    assert batch.padding_mask is not None  # rows of different lengths
+    head = task.make_head(8, labels)
+    hidden = torch.randn(*batch.input_ids.shape, 8)
+    lengths = (~batch.padding_mask).sum(1)
+    expected = torch.stack([hidden[row, :n].mean(0) for row, n in enumerate(lengths.tolist())])
+    torch.testing.assert_close(head(hidden, batch), head.classifier(expected))
+    hidden[batch.padding_mask] = 1e6  # whatever sits at the pads is not read
+    torch.testing.assert_close(head(hidden, batch), head.classifier(expected))
+    first = get_task("xnli", dropout=0.0).make_head(8, labels)
+    first.load_state_dict(head.state_dict())
+    torch.testing.assert_close(first(hidden, batch), first.classifier(hidden[:, 0]))
+    with pytest.raises(XltError, match="pooling must be one of first, mean, got 'max'"):
+        get_task("xnli", pooling="max")
+
+
 def test_evaluate_is_accuracy_in_percent(tmp_path):
     task = XNLITask()
     examples = task.read(write_tsv(tmp_path / "t.tsv", PAIRS[:4]))

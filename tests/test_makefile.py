@@ -38,9 +38,9 @@ def any_xlt_command(lines: list[str]) -> list[str]:
     return [line for line in lines if re.search(r"(/bin/xlt|-m xlt) ", line)]
 
 
-@pytest.mark.parametrize("scale", ["demo", "gpu", "paper"])
+@pytest.mark.parametrize("scale", ["smoke", "demo", "cpu", "gpu", "paper"])
 def test_every_scale_plans_the_whole_reproduction(tmp_path, scale):
-    lines = dry_run(tmp_path / "w", f"SCALE={scale}", "reproduce-all")
+    lines = dry_run(tmp_path / "w", f"SCALE={scale}", "LANGS=fr ru zh", "reproduce-all")
     pretrain = xlt_commands(lines, "pretrain")
     # Table 1: 10 rows x 3 pairs, less Wiki-CC en-ru (no Russian web corpus); the en-de Default model
     # of Figure 7; monolingual en, fr, de, ru, zh for Figure 7 and the alignment.
@@ -59,6 +59,19 @@ def test_every_scale_plans_the_whole_reproduction(tmp_path, scale):
         assert ("--langs fr,de,ru,zh" if name in ("figure7", "alignment") else "--langs fr,ru,zh") in line, line
     if scale == "paper":
         assert all("torchrun" in line for line in pretrain)
+
+
+@pytest.mark.parametrize("scale", ["demo", "cpu"])
+def test_the_cpu_scales_reproduce_en_fr_with_the_short_window_curriculum(tmp_path, scale):
+    # a recipe's continued lines joined: each command is one line
+    lines = "\n".join(dry_run(tmp_path / "w", f"SCALE={scale}", "reproduce-table1")).replace("\\\n", " ").splitlines()
+    pretrain = xlt_commands(lines, "pretrain")
+    assert len(pretrain) == 10 and all("/en-fr" in line for line in pretrain)
+    assert all("--short-stream-len 8 " in line and "--dropout 0" in line for line in pretrain)
+    assert len(xlt_commands(lines, "finetune")) == 10 * 3 + 3
+    assert "--langs fr " in xlt_commands(lines, "report")[0] + " "
+    smoke = xlt_commands(dry_run(tmp_path / "s", "SCALE=smoke", "reproduce-table1"), "pretrain")
+    assert len(smoke) == 29 and not any("--short-stream-len" in line or "--dropout" in line for line in smoke)
 
 
 def _touch_in_order(paths: list, seconds_ago: float) -> None:

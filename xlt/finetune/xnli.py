@@ -5,7 +5,8 @@ file ``data/nli/mnli/mnli_20k.tsv`` and ``data/xnli/{dev,test}-LANG.tsv``.
 
 Input: ``</s> premise </s> hypothesis </s>`` (:func:`~xlt.pretrain.pretrained.model_input`), cut
 to ``max_len`` by dropping the last subword of the longer segment (the hypothesis on a tie) until
-it fits. Head: the state at position 0 (the "first token") -> dropout -> linear softmax classifier.
+it fits. Head: the state at position 0 (the "first token", XLM's; or the mean of the input's states,
+``pooling mean``) -> dropout -> linear softmax classifier.
 Metric: accuracy.
 """
 
@@ -41,6 +42,16 @@ class NLIPair:
 @dataclass
 class XNLISettings:
     dropout: float = field(default=0.1, metadata={"help": "dropout before the classifier (XLM: 0.1)"})
+    pooling: str = field(default="first", metadata={
+        "help": "what the classifier reads: first (the state at position 0, XLM's) or mean (the mean state of "
+                "the input: small models, whose first token learned nothing in pretraining, fit it far sooner)"})
+
+    def __post_init__(self) -> None:
+        if self.pooling not in POOLINGS:
+            raise XltError(f"xnli setting pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}")
+
+
+POOLINGS = ("first", "mean")
 
 
 def truncate_pair(a: list[int], b: list[int], budget: int) -> tuple[list[int], list[int]]:
@@ -63,10 +74,21 @@ def truncate_pair(a: list[int], b: list[int], budget: int) -> tuple[list[int], l
 
 
 class ClassifierHead(LinearHead):
-    """First-token classifier: hidden [B,T,D] -> logits [B,C]."""
+    """Sentence-pair classifier: hidden [B,T,D] -> pooled [B,D] -> logits [B,C]."""
+
+    def __init__(self, d_model: int, labels: Sequence[str], dropout: float, pooling: str = "first"):
+        super().__init__(d_model, labels, dropout)
+        self.pooling = pooling
 
     def forward(self, hidden: Tensor, batch: Batch) -> Tensor:
-        return self.classifier(self.dropout(hidden[:, 0]))
+        if self.pooling == "first":
+            pooled = hidden[:, 0]
+        elif batch.padding_mask is None:
+            pooled = hidden.mean(1)
+        else:
+            kept = (~batch.padding_mask).unsqueeze(-1).to(hidden.dtype)  # [B,T,1]
+            pooled = (hidden * kept).sum(1) / kept.sum(1)
+        return self.classifier(self.dropout(pooled))
 
     def loss(self, outputs: Tensor, batch: Batch) -> Tensor:
         return F.cross_entropy(outputs, batch.fields["label"])
@@ -105,7 +127,7 @@ class XNLITask(Task):
         return list(NLI_LABELS)
 
     def make_head(self, d_model: int, labels: list[str]) -> ClassifierHead:
-        return ClassifierHead(d_model, labels, self.settings.dropout)
+        return ClassifierHead(d_model, labels, self.settings.dropout, self.settings.pooling)
 
     def batches(self, examples: Sequence[NLIPair], text: TextPipeline, labels: list[str], batch_size: int,
                 max_len: int, shuffle: bool, generator: Optional[torch.Generator]) -> Iterator[Batch]:
