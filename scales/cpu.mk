@@ -1,31 +1,18 @@
 # SCALE=cpu: the demo's recipe for one night on a 2-core CPU (about 8 hours, extrapolated from the
 # demo's measured rates: ~10k tokens/s per single-thread pretraining job, docs/reproduce.md), en-fr
 # rows only. Eight times the demo's pretraining tokens on all of the mirror's text, fuller task
-# data: the scale at which the sharing ablation's differences should stand clear of seed noise.
-LANGS              ?= fr
-JOBS               := 2
-THREADS            := 1
+# data, three seeds: the scale at which the sharing ablation's differences should stand clear of
+# seed noise. Everything not set here is the demo's.
+include scales/demo.mk
 DEV_BYTES          := 200000
 TRAIN_BYTES        := 1000000000  # everything the mirror has (en 30 MB, fr 17 MB)
-BPE_MERGES         := 8000
-BPE_LANG_MERGES    := 4000
-# pretraining: 40,000 steps of 1,024 tokens (41M tokens, ~70 min per row); the demo's curriculum
-# and learning rate (measured there), a longer short-window phase.
-PRESET             := mini
-DROPOUT            := 0
-BATCH              := 16
-STREAM_LEN         := 64
-SHORT_STREAM_LEN   := 8
+# pretraining: 40,000 steps of 1,024 tokens (41M tokens, ~70 min per row), a longer short phase
 SHORT_STEPS        := 5000
 STEPS              := 40000
-WARMUP             := 500
-LR                 := 3e-3
 EVAL_EVERY         := 2000
 SAVE_EVERY         := 1000
 LOG_EVERY          := 500
 EVAL_BATCHES       := 20
-PRECISION          := fp32
-TORCHRUN           :=
 XNLI_TRAIN_STRIDE  := 1        # all 20,021 pairs of the MNLI sample
 XNLI_EVAL_STRIDE   := 2
 NER_TRAIN_STRIDE   := 2        # 10,000 WikiANN en sentences
@@ -33,10 +20,6 @@ NER_EVAL_STRIDE    := 2
 PARSE_TRAIN_STRIDE := 1        # all 12,544 EWT sentences
 PARSE_EVAL_STRIDE  := 1
 FT_SEEDS           := 12,156,78
-XNLI_ARGS          := --batch-size 32 --encoder-lr 1e-3 --head-lr 1e-3 --epochs 5 --epoch-size 20000 --task-option pooling mean
-NER_ARGS           := --batch-size 32 --encoder-lr 3e-3 --epochs 10
-PARSE_ARGS         := --batch-size 32 --encoder-lr 3e-3 --epochs 10 --task-option arc_dim 128 --task-option label_dim 64
+XNLI_ARGS          := --batch-size 32 --encoder-lr 1e-3 --head-lr 1e-3 --epochs 3 --epoch-size 20000 --task-option pooling mean
 CWORD_SENTENCES    := 10000
-MEANS_SENTENCES    := 10000
 TRANSLATE_SENTENCES := 1000
-DEVICE             := cpu
