@@ -16,8 +16,8 @@ help:
 	@echo "make test             run the test suite"
 	@echo "make data             fetch and check every data set (XLT_DATA_MIRROR or official URLs)"
 	@echo "make bench            run the benchmarks under bench/ and print figures"
-	@echo "make demo             en-fr text pipeline and a Default-row pretraining run (SCALE=demo|gpu|paper)"
-	@echo "make reproduce-table1 Wu et al. Table 1: 10 rows x en-fr/ru/zh, XNLI + NER + parsing (SCALE=demo|gpu|paper)"
+	@echo "make demo             en-fr text pipeline and a Default-row pretraining run (SCALE=smoke|demo|cpu|gpu|paper)"
+	@echo "make reproduce-table1 Wu et al. Table 1: 10 rows x en-fr (LANGS=\"fr ru zh\": all), XNLI + NER + parsing"
 	@echo "make reproduce-figure7 / reproduce-alignment / reproduce-liu-table2 / reproduce-liu-table4 / reproduce-all"
 
 install: $(STAMP) $(FAST)
