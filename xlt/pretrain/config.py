@@ -36,8 +36,9 @@ class PretrainConfig:
     batch_size: int = help_field("windows per batch and per process (the paper: 96 per GPU)", default=32)
     short_stream_len: Optional[int] = help_field(
         "a two-phase curriculum (BERT's): windows of this many tokens for the first --short-stream-steps "
-        "steps, batches grown to the same tokens per step; small models leave the unigram plateau on short "
-        "windows within a few million tokens and keep it on long ones (docs/reproduce.md)", default=None)
+        "steps, batches grown to the same tokens per step; on long windows small models stay at a unigram "
+        "model's perplexity for tens of millions of tokens, on 8-token ones they leave it within a few million "
+        "(docs/reproduce.md)", default=None)
     short_stream_steps: int = help_field("steps of the short-window phase (with --short-stream-len)", default=0)
     dropout: Optional[float] = help_field("dropout of the model and its attention, instead of the preset's "
                                           "(0 speeds up small models that underfit)", default=None)
