@@ -12,7 +12,7 @@ from conftest import assert_one_line_error, run_xlt
 from xlt.finetune.baselines import BaselineScores
 from xlt.finetune.selection import summarize
 from xlt.report import figure7, liu, paper, table1
-from xlt.report.findings import FAILS, HOLDS, INCONCLUSIVE
+from xlt.report.findings import FAILS, HOLDS, INCONCLUSIVE, check
 from xlt.report.render import latex_escape
 from xlt.utils.errors import XltError
 
@@ -417,3 +417,16 @@ def test_alignment_report_reads_the_three_levels(tmp_path):
 
 def test_latex_escapes_specials():
     assert latex_escape("a_b & 50% #1 Δ") == r"a\_b \& 50\% \#1 $\Delta$"
+
+
+def test_a_difference_under_a_point_from_a_reference_row_is_a_tie():
+    from xlt.report.table1_findings import TIE, pretraining_helps
+
+    def verdict(default: float, control: float):
+        values = {"default": {"xnli": {"fr": default}}, "control": {"xnli": {"fr": control}}}
+        return check("claim", pretraining_helps("xnli"), values, None)
+
+    tie = verdict(32.8, 32.6)   # the demo's XNLI into French: noise, not a finding
+    assert tie.verdict == INCONCLUSIVE and f"closer than {TIE:g} point" in tie.detail and "(+0.2)" in tie.detail
+    assert verdict(32.6 + TIE, 32.6).verdict == HOLDS
+    assert verdict(30.0, 32.6).verdict == FAILS
