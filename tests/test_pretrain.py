@@ -111,6 +111,25 @@ def test_the_short_window_phase_then_long_windows_and_resume_across_the_switch(i
     assert any(not torch.equal(a, b) for a, b in zip(weights(plain).values(), weights(straight).values()))
 
 
+def test_a_run_written_before_the_curriculum_existed_still_resumes(inputs, tmp_path):
+    straight, old = tmp_path / "straight", tmp_path / "old"
+    run_xlt("pretrain", "--run-dir", straight, *inputs["args"], *tiny_args(12), check=True)
+    run_xlt("pretrain", "--run-dir", old, *inputs["args"], *tiny_args(6), check=True)
+    # As an earlier xlt left it: no curriculum or dropout settings, no short-window streams.
+    description = json.loads((old / "config.json").read_text())
+    for key in ("short_stream_len", "short_stream_steps", "dropout"):
+        del description["config"][key]
+    (old / "config.json").write_text(json.dumps(description))
+    checkpoint = torch.load(old / "checkpoints" / "last.pt", weights_only=False)
+    for rank in checkpoint["per_rank"]:
+        del rank["short_streams"]
+    torch.save(checkpoint, old / "checkpoints" / "last.pt")
+    run_xlt("pretrain", "--run-dir", old, *inputs["args"], *tiny_args(12), check=True)
+    assert_same_weights(weights(straight), weights(old))
+    res = run_xlt("pretrain", "--run-dir", old, *inputs["args"], *tiny_args(12), "--dropout", "0")
+    assert_one_line_error(res, "other settings (dropout: None -> 0.0,")
+
+
 @pytest.mark.parametrize("options, message", [
     (["--short-stream-len", "16"], "--short-stream-len must be between 1 and --stream-len - 1 (15), got 16"),
     (["--short-stream-len", "4"], "--short-stream-steps must be at least 1 with --short-stream-len, got 0"),

@@ -121,5 +121,8 @@ def _require(ok: bool, name: str, what: str, value) -> None:
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
+# Settings a run directory written before they existed was trained with (check_same_config).
+ADDED_DEFAULTS = {"short_stream_len": None, "short_stream_steps": 0, "dropout": None}
+
 # Keys that may change when the same run directory is started again (to train for longer).
 MUTABLE_KEYS = ("max_steps", "log_every", "eval_batches")

@@ -29,7 +29,7 @@ from xlt.model.config import EncoderConfig, SharingSpec
 from xlt.model.heads import MaskedLM
 from xlt.pretrain import distributed
 from xlt.pretrain.checkpoint import load_checkpoint, load_model_weights, save_checkpoint
-from xlt.pretrain.config import MUTABLE_KEYS, PretrainConfig
+from xlt.pretrain.config import ADDED_DEFAULTS, MUTABLE_KEYS, PretrainConfig
 from xlt.pretrain.schedule import inverse_sqrt_schedule
 from xlt.text.bpe import check_codes
 from xlt.text.tokenize import TokenizerConfig
@@ -198,7 +198,8 @@ class Pretrainer:
                     os.unlink(self._path(name))
             # Without a checkpoint there is nothing to resume: whatever an earlier attempt (failed or
             # killed before its first save, maybe with other settings) left is started over.
-            resuming = os.path.exists(self._path("last.pt")) and check_same_config(self.run_dir, resolved, MUTABLE_KEYS)
+            resuming = os.path.exists(self._path("last.pt")) and check_same_config(
+                self.run_dir, resolved, MUTABLE_KEYS, ADDED_DEFAULTS)
             if not resuming and os.path.exists(self._path("best.pt")):
                 os.unlink(self._path("best.pt"))
             self._describe(resolved)

@@ -110,8 +110,12 @@ class MetricsLog:
                 f.write(json.dumps(r) + "\n")
 
 
-def check_same_config(run_dir: PathLike, resolved: dict[str, Any], mutable: tuple[str, ...] = ()) -> bool:
+def check_same_config(run_dir: PathLike, resolved: dict[str, Any], mutable: tuple[str, ...] = (),
+                      defaults: Optional[dict[str, Any]] = None) -> bool:
     """Compare with an existing run's ``config.json``; return True if there is one to resume.
+
+    A setting the earlier run's description lacks (one added to xlt since) counts as its value in
+    ``defaults``: a run started before the setting existed computed exactly that.
 
     Raises:
         XltError: when the directory holds a run with different settings (only ``mutable`` keys,
@@ -120,7 +124,7 @@ def check_same_config(run_dir: PathLike, resolved: dict[str, Any], mutable: tupl
     path = os.path.join(os.fspath(run_dir), "config.json")
     if not os.path.exists(path):
         return False
-    previous = read_json(path, "run description").get("config", {})
+    previous = {**(defaults or {}), **read_json(path, "run description").get("config", {})}
     differing = sorted(k for k in set(previous) | set(resolved)
                        if k not in mutable and previous.get(k) != resolved.get(k))
     if differing:
