@@ -1,12 +1,15 @@
 """The ``xlt`` command: a click group whose subcommands each parse options and call one function.
 
-Subcommands are imported lazily (``xlt --help`` and ``xlt tokenize`` never import torch), and every
-command runs through :func:`main`, which owns the one error path: an :class:`~xlt.utils.errors.XltError`
-becomes ``xlt <cmd>: error: <file>:<line>: <what>`` on stderr with exit status 2.
+Subcommands are imported lazily: ``xlt --help`` lists them from :data:`SHORT_HELP` without importing
+one, and ``xlt tokenize`` imports only its own module, so neither pays for torch. Every command
+takes ``-q/--quiet`` as the group does, and runs through :func:`main`, which owns the one error
+path: an :class:`~xlt.utils.errors.XltError` becomes ``xlt <cmd>: error: <file>:<line>: <what>`` on
+stderr with exit status 2.
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import sys
 from typing import Optional
@@ -34,11 +37,46 @@ SUBCOMMANDS = {
     "report": "xlt.cli.report:report",
 }
 
+# name -> the command's short help (its docstring's first sentence), so that `xlt --help` lists the
+# commands without importing them (each module pulls in its library, which would cost ~2 s).
+# tests/test_cli.py checks every entry against the command's real help; a command missing here is
+# still listed, by importing it.
+SHORT_HELP = {
+    "tokenize": "Moses-normalize and tokenize text, one sentence per line (jieba segments Chinese).",
+    "bpe": "Byte-pair encoding, byte-identical to fastBPE (codes and vocabularies in its formats).",
+    "codeswitch": "Replace dictionary words by their translations (the paper's \"Extra anchors\").",
+    "binarize": "Encode BPE'd text (one sentence per line) into a memory-mapped token store.",
+    "data": "Fetch and check the data sets that xlt's pipelines use (one recipe per data set).",
+    "pretrain": "Pretrain a bilingual or multilingual masked language model.",
+    "finetune": "Zero-shot cross-lingual transfer: fine-tune on a source language, test on every target.",
+    "baselines": "Trivial baselines of a task (xnli, ner, parse), from its data files only: no model.",
+    "extract": "Per-layer representations of INPUT (one sentence per line; word level: pre-tokenized words).",
+    "align": "Procrustes alignment of two models' representations (Wu et al. 2020 §5.1).",
+    "cka": "Linear CKA between layer representations of parallel sentences (Wu et al. 2020, Figure 7).",
+    "shift-decode": "Mean of Language, mean difference shift, unsupervised token translation (Liu et al. 2020, §4).",
+    "report": "Lay result files out as the papers' tables, with the papers' numbers and findings.",
+}
+
+QUIET_HELP = "No logs or progress bars on stderr."
+
 _state = {"command": "xlt", "debug": False}
 
 
+def _set_quiet(ctx: click.Context, param: click.Parameter, quiet: bool) -> None:
+    # Only ever switches logs off: `xlt -q tokenize` stays quiet when tokenize's own -q is absent.
+    if quiet:
+        log.set_quiet(True)
+
+
+def _quiet_option() -> click.Option:
+    return click.Option(["--quiet", "-q"], is_flag=True, expose_value=False, callback=_set_quiet, help=QUIET_HELP)
+
+
 def _track_name(cmd: click.Command) -> click.Command:
-    """Make ``cmd`` (and a group's subcommands) record their full name when they run."""
+    """Make ``cmd`` (and a group's subcommands) record their full name when they run, and take
+    ``-q/--quiet`` after their name as well as before it (``xlt bpe learn -q ...``)."""
+    if not any(p.name == "quiet" for p in cmd.params):
+        cmd.params.append(_quiet_option())
     original = cmd.invoke
 
     def invoke(ctx: click.Context):
@@ -69,6 +107,31 @@ class XltGroup(click.Group):
             self.add_command(_track_name(getattr(importlib.import_module(module), attr)), name)
         return super().get_command(ctx, name)
 
+    def resolve_command(self, ctx, args):
+        # click suggests only among commands already imported; the lazy ones count too.
+        name = click.utils.make_str(args[0])
+        if not ctx.resilient_parsing and not name.startswith("-") and self.get_command(ctx, name) is None:
+            close = difflib.get_close_matches(name, self.list_commands(ctx), n=1)
+            if close:
+                ctx.fail(f"No such command {name!r}. Did you mean {close[0]!r}?")
+        return super().resolve_command(ctx, args)
+
+    def format_commands(self, ctx, formatter):
+        """click's command list, with the short help of a command not yet imported taken from
+        :data:`SHORT_HELP` (rendered as click renders a docstring) instead of importing it."""
+        rows = []
+        for name in self.list_commands(ctx):
+            if name in self.lazy and name not in self.commands and name in SHORT_HELP:
+                rows.append((name, click.Command(name, help=SHORT_HELP[name])))
+            else:
+                cmd = self.get_command(ctx, name)
+                if cmd is not None and not cmd.hidden:
+                    rows.append((name, cmd))
+        if rows:
+            limit = formatter.width - 6 - max(len(name) for name, _ in rows)
+            with formatter.section("Commands"):
+                formatter.write_dl([(name, cmd.get_short_help_str(limit)) for name, cmd in rows])
+
     def invoke(self, ctx: click.Context):
         _state["command"] = ctx.command_path
         return super().invoke(ctx)
@@ -79,7 +142,7 @@ XltGroup.group_class = XltGroup
 
 @click.group(cls=XltGroup, lazy=SUBCOMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="xlt")
-@click.option("--quiet", "-q", is_flag=True, help="No logs or progress bars on stderr.")
+@click.option("--quiet", "-q", is_flag=True, help=QUIET_HELP)
 @click.option("--debug", is_flag=True, help="Show the full traceback on errors.")
 def cli(quiet: bool, debug: bool) -> None:
     """Cross-lingual representation research, one Unix-style stage at a time.
