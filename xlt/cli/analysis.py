@@ -12,8 +12,8 @@ RUN_HELP = "Pretrained run directory (written by xlt pretrain)."
 
 
 @click.command()
-@click.option("--model", "run_dir", required=True, type=click.Path(file_okay=False), help=RUN_HELP)
-@click.option("--lang", required=True, help="Language of the input (one of the run's).")
+@click.option("--model", "run_dir", required=True, type=click.Path(file_okay=False), metavar="DIR", help=RUN_HELP)
+@click.option("--lang", "-l", required=True, metavar="LANG", help="Language of the input (one of the run's).")
 @click.option("--level", type=click.Choice(["sentence", "word", "token"]), default="sentence", show_default=True,
               help="sentence: mean over subwords; word: one vector per pre-tokenized word; token: every subword.")
 @click.option("--pooling", type=click.Choice(["first", "mean"]), default="first", show_default=True,
@@ -27,7 +27,8 @@ RUN_HELP = "Pretrained run directory (written by xlt pretrain)."
 @click.option("--batch-size", type=int, default=32, show_default=True)
 @device_option
 @click.argument("input_path", metavar="INPUT", type=click.Path())
-@click.option("-o", "--output", required=True, help="Output prefix: writes OUT.npy, OUT.json and OUT.index.npz (rows of each sentence).")
+@click.option("-o", "--output", required=True, type=click.Path(), metavar="PREFIX",
+              help="Output prefix: writes OUT.npy, OUT.json and OUT.index.npz (rows of each sentence).")
 def extract(run_dir: str, lang: str, level: str, pooling: str, layers: Optional[str], include_specials: bool,
             checkpoint: str, random_seed: Optional[int], batch_size: int, device: str, input_path: str,
             output: str) -> None:
@@ -79,14 +80,18 @@ def cka() -> None:
 
 
 @cka.command()
-@click.option("--model-a", help="Run directory of side A (with --lang-a and --text-a).")
-@click.option("--lang-a", help="Language of side A.")
-@click.option("--text-a", type=click.Path(), help="Side A's sentences, one per line.")
-@click.option("--reps-a", help="Instead: an `xlt extract` sentence-level output prefix for side A.")
-@click.option("--model-b", help="Run directory of side B [default: --model-a].")
-@click.option("--lang-b", help="Language of side B.")
-@click.option("--text-b", type=click.Path(), help="Side B's sentences, line-parallel to side A's.")
-@click.option("--reps-b", help="Instead: an `xlt extract` sentence-level output prefix for side B.")
+@click.option("--model-a", type=click.Path(file_okay=False), metavar="DIR",
+              help="Run directory of side A (with --lang-a and --text-a).")
+@click.option("--lang-a", metavar="LANG", help="Language of side A.")
+@click.option("--text-a", type=click.Path(), metavar="FILE", help="Side A's sentences, one per line.")
+@click.option("--reps-a", type=click.Path(), metavar="PREFIX",
+              help="Instead: an `xlt extract` sentence-level output prefix for side A.")
+@click.option("--model-b", type=click.Path(file_okay=False), metavar="DIR",
+              help="Run directory of side B [default: --model-a].")
+@click.option("--lang-b", metavar="LANG", help="Language of side B.")
+@click.option("--text-b", type=click.Path(), metavar="FILE", help="Side B's sentences, line-parallel to side A's.")
+@click.option("--reps-b", type=click.Path(), metavar="PREFIX",
+              help="Instead: an `xlt extract` sentence-level output prefix for side B.")
 @click.option("--random-b", type=int, default=None,
               help="Side B through a randomly initialised model of --model-b's architecture, with this seed.")
 @click.option("--label", default="", help="Column group in the table, e.g. en-fr.")
@@ -97,12 +102,13 @@ def cka() -> None:
 @click.option("--n-sentences", type=click.IntRange(min=1), default=None,
               help="Use the first N sentences only [default: all].")
 @click.option("--include-specials", is_flag=True, help="Average over the two </s> of each sentence too.")
-@click.option("--retrieval", type=click.Path(), default=None,
+@click.option("--retrieval", type=click.Path(), default=None, metavar="FILE",
               help='Sentence-retrieval result {"layers": [...], "p_at_1": [...]}: report the Pearson r.')
 @click.option("--checkpoint", type=click.Choice(["best", "last"]), default="best", show_default=True)
 @click.option("--batch-size", type=int, default=32, show_default=True)
 @device_option
-@click.option("-o", "--output", required=True, help="Output prefix: OUT.json, OUT.png.")
+@click.option("-o", "--output", required=True, type=click.Path(), metavar="PREFIX",
+              help="Output prefix: OUT.json, OUT.png.")
 def compare(model_a, lang_a, text_a, reps_a, model_b, lang_b, text_b, reps_b, random_b, label, column, layers,
             matrix, debiased, n_sentences, include_specials, retrieval, checkpoint, batch_size, device,
             output) -> None:
@@ -143,7 +149,8 @@ def _side(name: str, run, lang, text, reps, random_seed):
 
 @cka.command()
 @click.argument("columns", nargs=-1, required=True, type=click.Path())
-@click.option("-o", "--output", required=True, help="Output prefix: OUT.json, OUT.tsv, OUT.png.")
+@click.option("-o", "--output", required=True, type=click.Path(), metavar="PREFIX",
+              help="Output prefix: OUT.json, OUT.tsv, OUT.png.")
 def table(columns: tuple[str, ...], output: str) -> None:
     """Lay out `xlt cka compare` outputs as Figure 7: rows L0..Ln and AVER, one column per file.
 
@@ -181,8 +188,8 @@ def shift_decode() -> None:
 
 
 @shift_decode.command()
-@click.option("--model", "run_dir", required=True, type=click.Path(file_okay=False), help=RUN_HELP)
-@click.option("--lang", required=True, help="Language of the text.")
+@click.option("--model", "run_dir", required=True, type=click.Path(file_okay=False), metavar="DIR", help=RUN_HELP)
+@click.option("--lang", "-l", required=True, metavar="LANG", help="Language of the text.")
 @click.option("--n-sentences", type=click.IntRange(min=1), default=10000, show_default=True,
               help="Average over the first N sentences (a fixed sample, so means are comparable).")
 @click.option("--include-specials", is_flag=True, help="Average over the </s> around each sentence too.")
@@ -190,7 +197,8 @@ def shift_decode() -> None:
 @click.option("--batch-size", type=int, default=32, show_default=True)
 @device_option
 @click.argument("text", type=click.Path())
-@click.option("-o", "--output", required=True, help="Means file (.npz: mean [n_layers+1, d_model], header).")
+@click.option("-o", "--output", required=True, type=click.Path(), metavar="FILE",
+              help="Means file (.npz: mean [n_layers+1, d_model], header).")
 def means(run_dir, lang, n_sentences, include_specials, checkpoint, batch_size, device, text, output) -> None:
     """Mean of Language: the mean hidden state of every layer over every subword of held-out TEXT.
 
@@ -206,9 +214,12 @@ def means(run_dir, lang, n_sentences, include_specials, checkpoint, batch_size, 
 
 
 @shift_decode.command()
-@click.option("--src", "src_means", required=True, type=click.Path(), help="Means file of the source language.")
-@click.option("--tgt", "tgt_means", required=True, type=click.Path(), help="Means file of the target language.")
-@click.option("-o", "--output", required=True, help="Shift file (.npz: mean_src, mean_tgt, header).")
+@click.option("--src", "src_means", required=True, type=click.Path(), metavar="FILE",
+              help="Means file of the source language.")
+@click.option("--tgt", "tgt_means", required=True, type=click.Path(), metavar="FILE",
+              help="Means file of the target language.")
+@click.option("-o", "--output", required=True, type=click.Path(), metavar="FILE",
+              help="Shift file (.npz: mean_src, mean_tgt, header).")
 def shift(src_means: str, tgt_means: str, output: str) -> None:
     """Pair two means of one model into a shift file (D(l) = mean_tgt(l) - mean_src(l)).
 
@@ -222,21 +233,26 @@ def shift(src_means: str, tgt_means: str, output: str) -> None:
 
 
 @shift_decode.command()
-@click.option("--model", "run_dir", required=True, type=click.Path(file_okay=False), help=RUN_HELP)
-@click.option("--shift", "shift_path", required=True, type=click.Path(), help="Shift file (xlt shift-decode shift).")
-@click.option("--input", "input_path", required=True, type=click.Path(), help="Source-language text, one per line.")
-@click.option("--reference", required=True, type=click.Path(), help="Reference translations, line-parallel.")
+@click.option("--model", "run_dir", required=True, type=click.Path(file_okay=False), metavar="DIR", help=RUN_HELP)
+@click.option("--shift", "shift_path", required=True, type=click.Path(), metavar="FILE",
+              help="Shift file (xlt shift-decode shift).")
+@click.option("--input", "input_path", required=True, type=click.Path(), metavar="FILE",
+              help="Source-language text, one per line.")
+@click.option("--reference", required=True, type=click.Path(), metavar="FILE",
+              help="Reference translations, line-parallel.")
 @click.option("--layers", default=None, help="Layers to shift after (0 = embeddings) [default: 1..n_layers].")
 @click.option("--alphas", default="1,2,3", show_default=True, help="Comma-separated shift weights.")
 @click.option("--n-sentences", type=click.IntRange(min=1), default=None, help="Use the first N sentences only.")
-@click.option("--token-set", "token_sets", type=(str, click.Path()), multiple=True, metavar="LANG BPE_TEXT",
+@click.option("--token-set", "token_sets", type=(str, click.Path()), multiple=True, metavar="LANG FILE",
               help="Token set of a language from its BPE'd text [default: the vocabulary's ownership].")
-@click.option("--decode-lang", default=None, help="Language whose MLM head decodes [default: the source].")
+@click.option("--decode-lang", default=None, metavar="LANG",
+              help="Language whose MLM head decodes [default: the source].")
 @click.option("--samples", type=int, default=3, show_default=True, help="Decoded sentences kept in the output.")
 @click.option("--checkpoint", type=click.Choice(["best", "last"]), default="best", show_default=True)
 @click.option("--batch-size", type=int, default=32, show_default=True)
 @device_option
-@click.option("-o", "--output", required=True, help="Result JSON (grid of layer x alpha, best, samples).")
+@click.option("-o", "--output", required=True, type=click.Path(), metavar="FILE",
+              help="Result JSON (grid of layer x alpha, best, samples).")
 def translate(run_dir, shift_path, input_path, reference, layers, alphas, n_sentences, token_sets, decode_lang,
               samples, checkpoint, batch_size, device, output) -> None:
     """Unsupervised token translation: shift after layer l by alpha * D(l), decode every position.
@@ -265,7 +281,8 @@ def translate(run_dir, shift_path, input_path, reference, layers, alphas, n_sent
 @click.option("--layer", type=int, required=True, help="Layer of the fixed-setting BLEU-1 row (Liu et al.: 11).")
 @click.option("--alpha", type=float, default=3.0, show_default=True, help="Alpha of the fixed-setting BLEU-1 row.")
 @click.option("--cr-layer", type=int, default=None, help="Layer of the convert-rate rows [default: --layer].")
-@click.option("-o", "--output", required=True, help="Output prefix: OUT.json, OUT.tsv.")
+@click.option("-o", "--output", required=True, type=click.Path(), metavar="PREFIX",
+              help="Output prefix: OUT.json, OUT.tsv.")
 def shift_table(results, layer, alpha, cr_layer, output) -> None:
     """Lay `translate` results out as Liu et al.'s Table 2, one column per direction.
 

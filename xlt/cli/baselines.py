@@ -10,12 +10,13 @@ import click
 @click.argument("task")
 @click.option("--train", required=True, type=(str, click.Path()), metavar="LANG FILE",
               help="The training file the baselines are fitted on (what `xlt finetune --train` reads).")
-@click.option("--eval", "eval_", required=True, multiple=True, type=(str, click.Path()), metavar="LANG TEST_FILE",
+@click.option("--eval", "eval_", required=True, multiple=True, type=(str, click.Path()), metavar="LANG FILE",
               help="A test file to score the baselines on (repeatable; one per language).")
 @click.option("--task-option", "task_settings", multiple=True, type=(str, str), metavar="KEY VALUE",
               help="A task setting, as for `xlt finetune` (e.g. punct_upos, f1_mode: they change the "
                    "scores) (repeatable).")
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Output JSON file.")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), metavar="FILE",
+              help="Output JSON file.")
 def baselines(task: str, train: tuple[str, str], eval_: tuple[tuple[str, str], ...], task_settings,
               output: str) -> None:
     """Trivial baselines of a task (xnli, ner, parse), from its data files only: no model.

@@ -31,8 +31,9 @@ def data() -> None:
 
 @data.command("fetch")
 @click.argument("names", nargs=-1, required=True, metavar="NAME...|all")
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None, help=_DATA_HELP)
-@click.option("--mirror", type=click.Path(file_okay=False, path_type=Path), default=None,
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR",
+              help=_DATA_HELP)
+@click.option("--mirror", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR",
               help="Local mirror to copy from [env XLT_DATA_MIRROR, set it empty for none; default: ../shared/data].")
 def fetch(names: tuple[str, ...], data_dir: Optional[Path], mirror: Optional[Path]) -> None:
     """Fetch data sets by recipe name (`all`: every recipe marked in_all), checking sha256.
@@ -54,7 +55,8 @@ def fetch(names: tuple[str, ...], data_dir: Optional[Path], mirror: Optional[Pat
 
 
 @data.command("list")
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None, help=_DATA_HELP)
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR",
+              help=_DATA_HELP)
 def list_recipes(data_dir: Optional[Path]) -> None:
     """Show the recipes, their licences and how many of their files are present.
 

@@ -2,16 +2,23 @@
 
 Each field becomes ``--field-name`` with the field's ``help`` metadata and default: ``bool`` is a
 ``--x/--no-x`` flag, ``tuple[a, b]`` takes two values, and ``dict[str, str]`` is a repeatable
-``--x KEY VALUE`` pair (``--train en data/en.train --train fr data/fr.train``).
+``--x KEY VALUE`` pair (``--train en data/en.train --train fr data/fr.train``). A field's ``metavar``
+metadata names its value in the help (paths: FILE, DIR, PREFIX, never click's TEXT).
+
+Nothing here imports torch: every command module imports this one, and ``--help`` must stay fast.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import typing
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping, Optional
 
 import click
+
+# The same text as xlt.utils.device.DEVICE_HELP (a test keeps them equal); that module imports torch,
+# which the help of a command with --device must not wait for.
+DEVICE_HELP = "torch device: auto (CUDA when present, else CPU), cpu, cuda or cuda:N"
 
 
 def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
@@ -21,9 +28,10 @@ def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
     return tp, False
 
 
-def _option(field: dataclasses.Field, tp: Any, required: bool) -> Callable:
+def _option(field: dataclasses.Field, tp: Any, required: bool, metavar: Optional[str] = None) -> Callable:
     name = "--" + field.name.replace("_", "-")
     help_text = field.metadata.get("help", "")
+    metavar = metavar or field.metadata.get("metavar")
     has_default = field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING
     default = field.default if field.default is not dataclasses.MISSING else None
     base, optional = _unwrap_optional(tp)
@@ -35,26 +43,29 @@ def _option(field: dataclasses.Field, tp: Any, required: bool) -> Callable:
         return click.option(flag, field.name, default=default, show_default=True, help=help_text)
     if origin is dict:
         return click.option(name, field.name, type=(str, str), multiple=True, required=required and not has_default,
-                            metavar=field.metadata.get("metavar") or "KEY VALUE", help=help_text + " (repeatable)")
+                            metavar=metavar or "KEY VALUE", help=help_text + " (repeatable)")
     if origin is tuple:
         inner = typing.get_args(base)
         return click.option(name, field.name, type=tuple(inner), default=default, show_default=default is not None,
-                            help=help_text)
+                            metavar=metavar, help=help_text)
     if not has_default:
         # Passing default=None would count as a default in recent click and disable `required`.
-        return click.option(name, field.name, type=base, required=required, help=help_text)
+        return click.option(name, field.name, type=base, required=required, metavar=metavar, help=help_text)
     return click.option(name, field.name, type=base, default=default, show_default=default is not None,
-                        help=help_text)
+                        metavar=metavar, help=help_text)
 
 
-def dataclass_options(cls: type, skip: Iterable[str] = ()) -> Callable[[Callable], Callable]:
-    """A decorator adding one click option per field of the dataclass ``cls``."""
+def dataclass_options(cls: type, skip: Iterable[str] = (),
+                      metavars: Optional[Mapping[str, str]] = None) -> Callable[[Callable], Callable]:
+    """A decorator adding one click option per field of the dataclass ``cls``; ``metavars`` (field ->
+    metavar) names the values of fields whose metadata does not, e.g. ``{"vocab": "FILE"}``."""
     hints = typing.get_type_hints(cls)
     fields = [f for f in dataclasses.fields(cls) if f.name not in set(skip)]
+    metavars = metavars or {}
 
     def decorate(fn: Callable) -> Callable:
         for f in reversed(fields):
-            fn = _option(f, hints[f.name], required=True)(fn)
+            fn = _option(f, hints[f.name], required=True, metavar=metavars.get(f.name))(fn)
         return fn
 
     return decorate
@@ -78,6 +89,7 @@ def build_config(cls: type, values: dict[str, Any]):
 
 
 def _device(ctx: click.Context, param: click.Parameter, value: str):
+    # Resolved (torch imported) when the command runs, never for --help.
     from xlt.utils.device import resolve_device
     from xlt.utils.errors import XltError
 
@@ -89,6 +101,5 @@ def _device(ctx: click.Context, param: click.Parameter, value: str):
 
 def device_option(fn: Callable) -> Callable:
     """``--device``, resolved to a torch.device (auto: CUDA when present) before the command runs."""
-    from xlt.utils.device import DEVICE_HELP
-
-    return click.option("--device", default="auto", show_default=True, callback=_device, help=DEVICE_HELP)(fn)
+    return click.option("--device", default="auto", show_default=True, metavar="DEVICE", callback=_device,
+                        help=DEVICE_HELP)(fn)

@@ -9,9 +9,9 @@ from xlt.pretrain.config import PretrainConfig
 
 
 @click.command()
-@click.option("--run-dir", required=True, type=click.Path(file_okay=False),
+@click.option("--run-dir", required=True, type=click.Path(file_okay=False), metavar="DIR",
               help="Run directory: created, or resumed when it already holds this run.")
-@dataclass_options(PretrainConfig)
+@dataclass_options(PretrainConfig, metavars={"vocab": "FILE", "codes": "LANG FILE"})
 def pretrain(run_dir: str, **values) -> None:
     """Pretrain a bilingual or multilingual masked language model.
 

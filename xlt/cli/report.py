@@ -25,8 +25,9 @@ def _languages(text: str) -> list[str]:
 
 def _common(func: Callable) -> Callable:
     func = click.option("-o", "--output", "output_dir", required=True, type=click.Path(file_okay=False),
+                        metavar="DIR",
                         help="Output directory: NAME.md, NAME.csv, NAME.tex, NAME.json (and NAME.png).")(func)
-    func = click.option("--paper-numbers", type=click.Path(), default=None, help=PAPER_HELP)(func)
+    func = click.option("--paper-numbers", type=click.Path(), default=None, metavar="FILE", help=PAPER_HELP)(func)
     return func
 
 
@@ -54,10 +55,10 @@ def report() -> None:
 
 
 @report.command("table1", short_help="Wu et al. 2020 Table 1 (XNLI, NER, parsing; ten rows).")
-@click.option("--results-dir", required=True, type=click.Path(exists=True, file_okay=False),
+@click.option("--results-dir", required=True, type=click.Path(exists=True, file_okay=False), metavar="DIR",
               help="RESULTS_DIR/<row>/en-<lang>/<task>/results.json (row control: No pretraining), and "
                    "RESULTS_DIR/baselines/en-<lang>/<task>.json (xlt baselines).")
-@click.option("--langs", default="fr,ru,zh", show_default=True, help=LANGS_HELP)
+@click.option("--langs", metavar="LANG,...", default="fr,ru,zh", show_default=True, help=LANGS_HELP)
 @_common
 def table1(results_dir: str, langs: str, paper_numbers, output_dir: str) -> None:
     """Wu et al. Table 1: ten rows x (XNLI, NER, parsing) x languages, with the Δ (average) column.
@@ -76,8 +77,9 @@ def table1(results_dir: str, langs: str, paper_numbers, output_dir: str) -> None
 
 
 @report.command("figure7", short_help="Wu et al. 2020 Figure 7 (CKA per layer).")
-@click.option("--results-dir", required=True, type=click.Path(exists=True, file_okay=False), help="Directory of `xlt cka compare` outputs (*.json).")
-@click.option("--langs", default="fr,de,ru,zh", show_default=True, help=LANGS_HELP)
+@click.option("--results-dir", required=True, type=click.Path(exists=True, file_okay=False), metavar="DIR",
+              help="Directory of `xlt cka compare` outputs (*.json).")
+@click.option("--langs", metavar="LANG,...", default="fr,de,ru,zh", show_default=True, help=LANGS_HELP)
 @_common
 def figure7(results_dir: str, langs: str, paper_numbers, output_dir: str) -> None:
     """Wu et al. Figure 7: CKA per layer (Bilingual, Monolingual, Random) per language pair, plus a PNG.
@@ -93,9 +95,9 @@ def figure7(results_dir: str, langs: str, paper_numbers, output_dir: str) -> Non
 
 
 @report.command("alignment", short_help="Wu et al. 2020 §5.1 (Procrustes alignment per layer).")
-@click.option("--results-dir", required=True, type=click.Path(exists=True, file_okay=False),
+@click.option("--results-dir", required=True, type=click.Path(exists=True, file_okay=False), metavar="DIR",
               help="Directory of `xlt align` outputs: en-<lang>.{word,contextual-word,sentence}.json.")
-@click.option("--langs", default="fr,de,ru,zh", show_default=True, help=LANGS_HELP)
+@click.option("--langs", metavar="LANG,...", default="fr,de,ru,zh", show_default=True, help=LANGS_HELP)
 @_common
 def alignment(results_dir: str, langs: str, paper_numbers, output_dir: str) -> None:
     """Wu et al. §5.1: word, contextual-word and sentence Procrustes alignment per layer, plus a PNG.
@@ -111,13 +113,14 @@ def alignment(results_dir: str, langs: str, paper_numbers, output_dir: str) -> N
 
 
 @report.command("liu-table2", short_help="Liu et al. 2020 Table 2 (token translation by MDS).")
-@click.option("--results-dir", required=True, type=click.Path(exists=True, file_okay=False),
+@click.option("--results-dir", required=True, type=click.Path(exists=True, file_okay=False), metavar="DIR",
               help="Directory searched for `xlt shift-decode translate` outputs (*.translate.json).")
 @click.option("--bleu-layer", type=int, default=None,
               help="Layer of the fixed BLEU-1 row [default: one below the top, Liu et al.'s 11 of 12].")
 @click.option("--cr-layer", type=int, default=None,
               help="Layer of the convert-rate rows [default: two below the top, Liu et al.'s 10 of 12].")
-@click.option("--langs", default="fr,ru,zh", show_default=True, help="Languages: columns en->L, then L->en.")
+@click.option("--langs", metavar="LANG,...", default="fr,ru,zh", show_default=True,
+              help="Languages: columns en->L, then L->en.")
 @_common
 def liu_table2(results_dir: str, bleu_layer, cr_layer, langs: str, paper_numbers, output_dir: str) -> None:
     """Liu et al. Table 2: unsupervised token translation (BLEU-1, convert rate) per direction.
@@ -133,11 +136,11 @@ def liu_table2(results_dir: str, bleu_layer, cr_layer, langs: str, paper_numbers
 
 
 @report.command("liu-table4", short_help="Liu et al. 2020 Table 4 (XNLI with MDS).")
-@click.option("--results-dir", required=True, type=click.Path(exists=True, file_okay=False),
+@click.option("--results-dir", required=True, type=click.Path(exists=True, file_okay=False), metavar="DIR",
               help="RESULTS_DIR/en-<lang>/xnli-mds/results.json (bottom frozen, with --shift).")
-@click.option("--table1-dir", required=True, type=click.Path(exists=True, file_okay=False),
+@click.option("--table1-dir", required=True, type=click.Path(exists=True, file_okay=False), metavar="DIR",
               help="Table 1 results: its Default XNLI cells are the 'fine-tune all layers' row.")
-@click.option("--langs", default="fr,ru,zh", show_default=True, help=LANGS_HELP)
+@click.option("--langs", metavar="LANG,...", default="fr,ru,zh", show_default=True, help=LANGS_HELP)
 @_common
 def liu_table4(results_dir: str, table1_dir: str, langs: str, paper_numbers, output_dir: str) -> None:
     """Liu et al. Table 4: XNLI fine-tuning all layers, the top layers, and the top layers + MDS.

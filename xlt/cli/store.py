@@ -10,12 +10,12 @@ from xlt.utils import log
 
 
 @click.command("binarize")
-@click.option("--vocab", required=True, metavar="VOCAB", help="Vocabulary file (fastBPE 'token count', with its "
-              "optional .langs.json sidecar).")
-@click.option("--lang", required=True, metavar="L", help="Language of the text; selects the entries of a "
+@click.option("--vocab", required=True, type=click.Path(), metavar="FILE",
+              help="Vocabulary file (fastBPE 'token count', with its optional .langs.json sidecar).")
+@click.option("--lang", "-l", required=True, metavar="LANG", help="Language of the text; selects the entries of a "
               "language-prefixed vocabulary and is recorded in the header.")
 @click.argument("input_path", metavar="[INPUT]", required=False, default="-")
-@click.option("-o", "--output", "prefix", required=True, metavar="PREFIX",
+@click.option("-o", "--output", "prefix", required=True, type=click.Path(), metavar="PREFIX",
               help="Output prefix: writes PREFIX.bin, PREFIX.idx and PREFIX.json.")
 def binarize(vocab: str, lang: str, input_path: str, prefix: str) -> None:
     """Encode BPE'd text (one sentence per line) into a memory-mapped token store.

@@ -11,9 +11,11 @@ from xlt.utils import log
 
 
 @click.command()
-@click.option("--lang", "-l", required=True, help="Language code of the text (en, fr, ru, de, zh, ...).")
+@click.option("--lang", "-l", required=True, metavar="LANG",
+              help="Language code of the text (en, fr, ru, de, zh, ...).")
 @click.argument("input_path", metavar="[INPUT]", default="-")
-@click.option("--output", "-o", "output_path", default="-", help="Output file (default: stdout).")
+@click.option("--output", "-o", "output_path", type=click.Path(), default="-", metavar="FILE",
+              help="Output file (default: stdout).")
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
               help="Tokenizer processes; the line order is kept.")
 @click.option("--lowercase", is_flag=True, help="Lowercase the tokens.")
@@ -37,10 +39,11 @@ def tokenize(lang: str, input_path: str, output_path: str, workers: int, lowerca
 
 
 @click.command()
-@click.option("--dict", "dictionary_path", required=True,
+@click.option("--dict", "dictionary_path", required=True, type=click.Path(), metavar="FILE",
               help="MUSE dictionary: 'source translation [weight]' per line (space or tab separated).")
 @click.argument("input_path", metavar="[INPUT]", default="-")
-@click.option("--output", "-o", "output_path", default="-", help="Output file (default: stdout).")
+@click.option("--output", "-o", "output_path", type=click.Path(), default="-", metavar="FILE",
+              help="Output file (default: stdout).")
 @click.option("--rate", type=click.FloatRange(0, 1), default=0.3, show_default=True,
               help="Probability of replacing each dictionary word by a translation.")
 @click.option("--max-fraction", type=click.FloatRange(0, 1), default=0.15, show_default=True,
@@ -50,7 +53,8 @@ def tokenize(lang: str, input_path: str, output_path: str, workers: int, lowerca
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Random seed: the same input, dictionary and seed give the same output.")
 @click.option("--ignore-case", is_flag=True, help="Look words up by their lowercase form.")
-@click.option("--report", "report_path", default=None, help="Write the counts and settings as JSON here.")
+@click.option("--report", "report_path", type=click.Path(), default=None, metavar="FILE",
+              help="Write the counts and settings as JSON here.")
 def codeswitch(dictionary_path: str, input_path: str, output_path: str, rate: float, max_fraction: float,
                batch_lines: int, seed: int, ignore_case: bool, report_path: Optional[str]) -> None:
     """Replace dictionary words by their translations (the paper's "Extra anchors").
