@@ -177,6 +177,9 @@ class FinetuneConfig:
     keep_weights: bool = help_field("keep each run's best fine-tuned weights (trainable parts only) so new targets "
                                     "or test-time transforms can be evaluated later without training again",
                                     default=True)
+    predictions: bool = help_field("write every evaluation's predictions to a file in its run directory "
+                                   "(predictions/SPLIT.LANG.EXT: CoNLL-U for parsing, word gold predicted for NER, "
+                                   "id gold predicted for XNLI), named in results.json", default=True)
 
     def __post_init__(self) -> None:
         self.targets = [t for item in self.targets for t in str(item).split(",") if t]

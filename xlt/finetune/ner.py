@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import sys
 from dataclasses import dataclass, field
-from typing import Iterator, Optional, Sequence
+from typing import Iterator, Optional, Sequence, TextIO
 
 import torch
 import torch.nn.functional as F
@@ -25,6 +25,7 @@ from torch import Tensor
 
 from xlt.finetune.inputs import IGNORE, EncodingMemo, example_order, pad_rows, settings_from
 from xlt.finetune.metrics import F1_MODES, postprocess_tags, span_f1, tag_type
+from xlt.finetune.predictions import write_tagged
 from xlt.finetune.task import Batch, LinearHead, Task
 from xlt.pretrain.pretrained import TextPipeline, model_input, pad_inputs
 from xlt.utils.errors import XltError
@@ -237,6 +238,7 @@ class TaggerHead(LinearHead):
 class NERTask(Task):
     name = "ner"
     main_metric = "f1"
+    prediction_suffix = ".ner"
     Settings = NERSettings
 
     def __init__(self, **settings) -> None:
@@ -315,3 +317,8 @@ class NERTask(Task):
         self.check(examples, labels)
         predicted = [self.predicted_tags(e, predictions[i]) for i, e in enumerate(examples)]
         return span_f1([e.tags for e in examples], predicted, self.settings.f1_mode)
+
+    def write_predictions(self, examples: Sequence[TaggedSentence], predictions: dict[int, list[list[tuple[int, str]]]],
+                          labels: list[str], out: TextIO) -> None:
+        """``word gold predicted`` lines, the tags as :meth:`evaluate` scores them."""
+        write_tagged(out, [(e.words, e.tags, self.predicted_tags(e, predictions[i])) for i, e in enumerate(examples)])

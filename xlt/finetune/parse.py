@@ -19,7 +19,7 @@ count as errors in LAS/UAS, and are reported (parsing needs the whole sentence i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator, NamedTuple, Optional, Sequence
+from typing import Iterator, NamedTuple, Optional, Sequence, TextIO
 
 import torch
 import torch.nn.functional as F
@@ -29,6 +29,7 @@ from torch import Tensor, nn
 from xlt.finetune.inputs import IGNORE, EncodingMemo, example_order, pad_rows, settings_from
 from xlt.finetune.metrics import attachment_scores, strip_subtype
 from xlt.finetune.mst import decode_tree
+from xlt.finetune.predictions import write_conllu
 from xlt.finetune.task import Batch, Task, TaskHead
 from xlt.pretrain.pretrained import TextPipeline, model_input, pad_inputs
 from xlt.utils.errors import XltError
@@ -200,6 +201,7 @@ class BiaffineHead(TaskHead):
 class ParseTask(Task):
     name = "parse"
     main_metric = "las"
+    prediction_suffix = ".conllu"
     Settings = ParseSettings
 
     def __init__(self, **settings) -> None:
@@ -270,15 +272,29 @@ class ParseTask(Task):
             info(f"parse: {cut_sentences} sentence(s) of {examples[0].path} are longer than max_len={max_len}; "
                  f"their last {cut_words} word(s) are left out (no loss in training, errors in LAS/UAS)")
 
-    def evaluate(self, examples: Sequence[Tree], predictions: dict[int, list[tuple[list[int], list[str]]]],
-                 labels: list[str]) -> dict[str, float]:
-        predicted_heads, predicted_relations = [], []
+    @staticmethod
+    def predicted_trees(examples: Sequence[Tree], predictions: dict[int, list[tuple[list[int], list[str]]]]
+                        ) -> tuple[list[list[Optional[int]]], list[list[Optional[str]]]]:
+        """Per sentence, every word's predicted head and relation; None for the words cut by max_len."""
+        predicted_heads: list[list[Optional[int]]] = []
+        predicted_relations: list[list[Optional[str]]] = []
         for i, tree in enumerate(examples):
             heads, relations = predictions[i][0]
             missing = [None] * (len(tree.words) - len(heads))
             predicted_heads.append(list(heads) + missing)
             predicted_relations.append(list(relations) + missing)
+        return predicted_heads, predicted_relations
+
+    def evaluate(self, examples: Sequence[Tree], predictions: dict[int, list[tuple[list[int], list[str]]]],
+                 labels: list[str]) -> dict[str, float]:
+        predicted_heads, predicted_relations = self.predicted_trees(examples, predictions)
         scores = attachment_scores([t.heads for t in examples], [t.relations for t in examples],
                                    [t.upos for t in examples], predicted_heads, predicted_relations,
                                    self.punct_upos, self.settings.strip_subtypes)
         return {"las": scores["las"], "uas": scores["uas"]}
+
+    def write_predictions(self, examples: Sequence[Tree], predictions: dict[int, list[tuple[list[int], list[str]]]],
+                          labels: list[str], out: TextIO) -> None:
+        """The input CoNLL-U with predicted HEAD and DEPREL (relations as predicted: without subtypes when
+        ``strip_subtypes``); every example of a split comes from one file."""
+        write_conllu(out, examples[0].path, *self.predicted_trees(examples, predictions))

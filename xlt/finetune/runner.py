@@ -15,16 +15,14 @@ for each grid point and seed:
 
 Evaluations are cached one file each, keyed by language, split, data checksum, variant and its
 parameters, and the language-embedding id; so adding a target or a shift weight later only
-evaluates what is new. At the end ``results.json`` (every run, the selection, mean of the best
+evaluates what is new. Each also writes a prediction file (:mod:`xlt.finetune.evaluations`). At the end ``results.json`` (every run, the selection, mean of the best
 two, mean ± std over seeds) and ``summary.md`` are rewritten atomically from what is on disk.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib
-import json
 import os
 import traceback
 from dataclasses import dataclass, field
@@ -34,6 +32,7 @@ import torch
 
 from xlt.finetune import selection
 from xlt.finetune.config import DATA_LAYOUT, FinetuneConfig, RunSettings, default_path
+from xlt.finetune.evaluations import evaluations, short_hash
 from xlt.finetune.ordering import ExampleSizes, evaluation_order, example_sizes, ordered_batches
 from xlt.finetune.task import Batch, Task
 from xlt.finetune.trainer import RunTrainer, SourceData
@@ -43,7 +42,7 @@ from xlt.utils import log
 from xlt.utils.device import resolve_device
 from xlt.utils.errors import XltError, require_file
 from xlt.utils.rundir import exclusive_lock, write_run_description
-from xlt.utils.textio import atomic_output, file_sha256, read_json, write_json
+from xlt.utils.textio import atomic_output, file_sha256, write_json
 
 RUN_FORMAT = "xlt-finetune-run/1"
 RESULTS_FORMAT = "xlt-finetune-results/1"
@@ -74,10 +73,6 @@ def autocast_dtype(precision: str, device: torch.device) -> Optional[torch.dtype
     if precision == "auto" and device.type == "cuda" and torch.cuda.is_bf16_supported(including_emulation=False):
         return torch.bfloat16
     return None
-
-
-def short_hash(obj: Any, n: int = 12) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:n]
 
 
 @dataclass
@@ -229,60 +224,6 @@ class Experiment:
         name = f"bs{s.batch_size}-lr{s.encoder_lr:g}-head{s.head_lr:g}-seed{s.seed}-{short_hash(self.identity(s))}"
         return os.path.join(self.runs_dir, name)
 
-    def evaluations(self, trainer: RunTrainer, compute: bool) -> Optional[dict[str, Any]]:
-        """Every evaluation this command asks of a finished run: ``{"results", "shift_alpha"}``.
-
-        With ``compute=False`` nothing is computed: None as soon as one evaluation is missing.
-        """
-        results: dict[str, dict] = {}
-
-        def get(lang: str, split: str, variant: str, params: dict, hook) -> Optional[dict]:
-            s = self.splits[split, lang]
-            emb = lang if self.cfg.lang_embedding_at_test == "target" else self.source
-            key = {"lang": lang, "split": split, "data_sha256": s.sha256, "variant": variant, "params": params,
-                   "lang_embedding": emb}
-            path = os.path.join(trainer.run_dir, "eval", f"{lang}-{split}-{variant}-{short_hash(key)}.json")
-            if os.path.exists(path):
-                return read_json(path)["metrics"]
-            if not compute:
-                return None
-            metrics = trainer.evaluate_batches(trainer.best_model(), s.examples, self.eval_batches(lang, split),
-                                               lang, emb, hook)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            write_json(path, {**key, "path": s.path, "metrics": metrics})
-            return metrics
-
-        def put(variant: str, lang: str, split: str, metrics: Optional[dict]) -> bool:
-            results.setdefault(variant, {}).setdefault(lang, {})[split] = metrics
-            return metrics is not None
-
-        for lang in [self.source, *self.targets]:
-            for split in ("dev", "test"):
-                if (split, lang) in self.splits and not put("plain", lang, split, get(lang, split, "plain", {}, None)):
-                    return None
-        for lang, layer_map in self.maps.items():
-            params = {"layer": layer_map.layer, "map": layer_map.identity}
-            for split in ("dev", "test"):
-                if not put("map", lang, split, get(lang, split, "map", params, layer_map.hook())):
-                    return None
-        alphas: dict[str, float] = {}
-        metric = self.task.main_metric
-        for lang, shift in self.shifts.items():
-            per_alpha = {}
-            for alpha in self.cfg.shift_alpha:
-                params = {"layer": shift.layer, "alpha": alpha, "shift": shift.identity}
-                per_alpha[alpha] = get(lang, "dev", "shift", params, shift.hook(alpha))
-                if per_alpha[alpha] is None:
-                    return None
-            # Liu et al. pick each target's weight on that target's dev set; ties: the earlier weight.
-            alpha = max(self.cfg.shift_alpha, key=lambda a: (per_alpha[a][metric], -self.cfg.shift_alpha.index(a)))
-            alphas[lang] = alpha
-            put("shift", lang, "dev", per_alpha[alpha])
-            params = {"layer": shift.layer, "alpha": alpha, "shift": shift.identity}
-            if not put("shift", lang, "test", get(lang, "test", "shift", params, shift.hook(alpha))):
-                return None
-        return {"results": results, "shift_alpha": alphas}
-
     def run_one(self, settings: RunSettings, on_epoch_end: Optional[Callable]) -> dict[str, Any]:
         """Bring one run up to date; return its record (status done, busy or failed)."""
         run_dir = self.run_dir(settings)
@@ -291,7 +232,7 @@ class Experiment:
                                   "settings": settings.to_dict()}
         trainer = RunTrainer(None, settings, run_dir)  # its data is prepared only if there is work to do
         summary = trainer.training_summary()
-        cached = self.evaluations(trainer, compute=False) if summary else None
+        cached = evaluations(self, trainer, compute=False) if summary else None
         if cached is not None:
             return {**record, "status": "done", "worked": False, **self._trained(summary), **cached}
         os.makedirs(run_dir, exist_ok=True)
@@ -307,7 +248,7 @@ class Experiment:
                     inputs = {f"{s.split}_{s.lang}": {"path": s.path, "sha256": s.sha256} for s in self.splits.values()}
                     write_run_description(run_dir, self.identity(settings), inputs)
                 summary = trainer.train(on_epoch_end)
-                evaluated = self.evaluations(trainer, compute=True)
+                evaluated = evaluations(self, trainer, compute=True)
                 if not self.cfg.keep_weights and os.path.exists(os.path.join(run_dir, summary["best_file"])):
                     os.unlink(os.path.join(run_dir, summary["best_file"]))
                 if os.path.exists(os.path.join(run_dir, "error.txt")):  # an earlier attempt's failure

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Optional, Sequence, TextIO
 
 import torch
 from torch import Tensor, nn
@@ -72,6 +72,9 @@ class Task(ABC):
 
     name: str          # "xnli", "ner", "parse"
     main_metric: str   # the metric selection uses on the source dev set: "accuracy", "f1", "las"
+    # The file ending of the task's prediction files (".conllu", ".ner", ".tsv"); None: the task
+    # writes none (a plugin task that does not implement :meth:`write_predictions`).
+    prediction_suffix: Optional[str] = None
 
     @abstractmethod
     def read(self, path: str) -> list[Any]:
@@ -98,3 +101,9 @@ class Task(ABC):
     def evaluate(self, examples: Sequence[Any], predictions: dict[int, list[Any]], labels: list[str]) -> dict[str, float]:
         """Metrics from per-example predictions: ``predictions[example_id]`` lists the decoded rows of
         that example in batch order (one row, or several overlapping windows for NER)."""
+
+    def write_predictions(self, examples: Sequence[Any], predictions: dict[int, list[Any]], labels: list[str],
+                          out: TextIO) -> None:
+        """Write one split's predictions (the same ``predictions`` :meth:`evaluate` scores) to ``out``, in
+        a format another scorer can read back; called only when ``prediction_suffix`` is set."""
+        raise NotImplementedError(f"task {self.name!r} has a prediction_suffix but no write_predictions")

@@ -8,6 +8,7 @@ The run directory (named by the runner from a hash of everything that decides th
     best-epoch{E}.pt      trainable weights of the best epoch on the source dev set
     train.json            written when training is done: best epoch, dev curve
     eval/*.json           one file per evaluation (language, split, test-time variant)
+    predictions/*         one prediction file per evaluation (xlt.finetune.predictions)
 
 Every file is written atomically, ``state.pt`` only after the best weights it names, so a kill at
 any moment resumes from the last completed epoch and ends as an uninterrupted run would (bit for
@@ -138,8 +139,9 @@ class RunTrainer:
 
         Best-weight files that no state names are removed by :meth:`train` once it knows the state.
         """
-        for tmp in glob.glob(self.path("*.tmp")) + glob.glob(self.path("eval/*.tmp")):
-            os.unlink(tmp)
+        for pattern in ("*.tmp", "eval/*.tmp", "predictions/*.tmp"):
+            for tmp in glob.glob(self.path(pattern)):
+                os.unlink(tmp)
         summary = self.training_summary()
         if summary is not None and os.path.exists(self.path("state.pt")):
             os.unlink(self.path("state.pt"))
@@ -279,9 +281,9 @@ class RunTrainer:
 
     # ---- evaluation -----------------------------------------------------------------------------
     @torch.no_grad()
-    def evaluate_batches(self, model: FinetuneModel, examples: Sequence[Any], batches: list[Batch], lang: str,
-                         lang_embedding: str, hook: Optional[LayerHook]) -> dict[str, float]:
-        """The task's metrics of ``model`` on one split, given its batches (split-level example ids)."""
+    def predict_batches(self, model: FinetuneModel, batches: list[Batch], lang: str, lang_embedding: str,
+                        hook: Optional[LayerHook]) -> dict[int, list[Any]]:
+        """What ``Task.evaluate`` scores: per example id, the decoded rows of its batches, in batch order."""
         model.eval()
         predictions: dict[int, list[Any]] = {}
         for batch in batches:
@@ -290,7 +292,18 @@ class RunTrainer:
                 outputs = model(batch, lang, lang_embedding, hook)
             for example_id, prediction in zip(batch.example_ids, model.head.decode(outputs, batch)):
                 predictions.setdefault(example_id, []).append(prediction)
-        return self.data.task.evaluate(examples, predictions, self.data.labels)
+        return predictions
+
+    def evaluate_batches(self, model: FinetuneModel, examples: Sequence[Any], batches: list[Batch], lang: str,
+                         lang_embedding: str, hook: Optional[LayerHook]) -> dict[str, float]:
+        """The task's metrics of ``model`` on one split, given its batches (split-level example ids)."""
+        return self.data.task.evaluate(examples, self.predict_batches(model, batches, lang, lang_embedding, hook),
+                                       self.data.labels)
+
+    def has_best_weights(self) -> bool:
+        """Whether the best epoch can still be evaluated (training done and its weights kept)."""
+        summary = self.training_summary()
+        return summary is not None and os.path.exists(self.path(summary["best_file"]))
 
     def best_model(self) -> FinetuneModel:
         """The best epoch's model (built once per run, from the pretrained model plus the saved weights)."""

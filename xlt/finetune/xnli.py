@@ -13,7 +13,7 @@ Metric: accuracy.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator, Optional, Sequence
+from typing import Iterator, Optional, Sequence, TextIO
 
 import torch
 import torch.nn.functional as F
@@ -21,6 +21,7 @@ from torch import Tensor
 
 from xlt.finetune.inputs import EncodingMemo, example_order, settings_from
 from xlt.finetune.metrics import accuracy
+from xlt.finetune.predictions import write_labels
 from xlt.finetune.task import Batch, LinearHead, Task
 from xlt.pretrain.pretrained import TextPipeline, model_input, pad_inputs
 from xlt.utils.errors import XltError
@@ -100,6 +101,7 @@ class ClassifierHead(LinearHead):
 class XNLITask(Task):
     name = "xnli"
     main_metric = "accuracy"
+    prediction_suffix = ".tsv"
     Settings = XNLISettings
 
     def __init__(self, **settings) -> None:
@@ -148,3 +150,9 @@ class XNLITask(Task):
                  labels: list[str]) -> dict[str, float]:
         predicted = [predictions[i][0] for i in range(len(examples))]
         return {"accuracy": accuracy([e.label for e in examples], predicted)}
+
+    def write_predictions(self, examples: Sequence[NLIPair], predictions: dict[int, list[str]], labels: list[str],
+                          out: TextIO) -> None:
+        """``id gold predicted`` lines (see :mod:`xlt.finetune.predictions`); every line of an XNLI file is a
+        pair, so ``id`` is also the line number minus one."""
+        write_labels(out, [e.label for e in examples], [predictions[i][0] for i in range(len(examples))])

@@ -1,0 +1,124 @@
+"""The evaluations of one finished run, cached one file each, and their prediction files.
+
+An evaluation is a (language, split, test-time variant and its parameters, language-embedding id,
+data checksum); its metrics are cached in ``eval/LANG-SPLIT-VARIANT-<key hash>.json`` and, unless
+``--no-predictions``, what the model predicted is written to ``predictions/``
+(:func:`~xlt.finetune.predictions.prediction_file`) first, so a metrics file only ever names a
+complete prediction file. The metrics file records that file's sha256: a prediction file that is
+missing, or that a later evaluation of the same name overwrote (another data file, the other
+language-embedding id), makes the evaluation missing again. Runs evaluated before prediction files
+existed get theirs written on the next command -- except runs whose weights were not kept: their
+metrics are reported without predictions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import TYPE_CHECKING, Any, Optional
+
+from xlt.finetune.predictions import prediction_file
+from xlt.finetune.trainer import RunTrainer
+from xlt.model.encoder import LayerHook
+from xlt.utils import log
+from xlt.utils.textio import atomic_output, file_sha256, read_json, write_json
+
+if TYPE_CHECKING:
+    from xlt.finetune.runner import Experiment
+
+Evaluated = tuple[dict[str, float], Optional[str]]   # metrics, run-relative prediction file (None: none)
+
+
+def short_hash(obj: Any, n: int = 12) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:n]
+
+
+def _intact(run_dir: str, written: Optional[dict[str, str]], name: str) -> bool:
+    """Whether the prediction file a metrics file names is ``name`` and still holds what was written."""
+    if not written or written.get("file") != name:
+        return False
+    path = os.path.join(run_dir, name)
+    return os.path.exists(path) and file_sha256(path) == written.get("sha256")
+
+
+def evaluations(exp: "Experiment", trainer: RunTrainer, compute: bool) -> Optional[dict[str, Any]]:
+    """Every evaluation this command asks of a finished run: ``{"results", "shift_alpha"}``, and
+    ``"predictions"`` (run-relative paths, nested as ``results``) when prediction files are written.
+
+    With ``compute=False`` nothing is computed: None as soon as one evaluation is missing.
+    """
+    cfg, task = exp.cfg, exp.task
+    suffix = task.prediction_suffix if cfg.predictions else None
+    results: dict[str, dict] = {}
+    files: dict[str, dict] = {}
+    unwritable: list[str] = []
+
+    def get(lang: str, split: str, variant: str, params: dict, hook: Optional[LayerHook]) -> Optional[Evaluated]:
+        s = exp.splits[split, lang]
+        emb = lang if cfg.lang_embedding_at_test == "target" else exp.source
+        key = {"lang": lang, "split": split, "data_sha256": s.sha256, "variant": variant, "params": params,
+               "lang_embedding": emb}
+        path = os.path.join(trainer.run_dir, "eval", f"{lang}-{split}-{variant}-{short_hash(key)}.json")
+        name = None if suffix is None else prediction_file(lang, split, variant, params, suffix)
+        if os.path.exists(path):
+            cached = read_json(path)
+            if name is None or _intact(trainer.run_dir, cached.get("predictions"), name):
+                return cached["metrics"], name
+            if not trainer.has_best_weights():   # nothing left to predict with: the metrics stand alone
+                unwritable.append(name)
+                return cached["metrics"], None
+        if not compute:
+            return None
+        predictions = trainer.predict_batches(trainer.best_model(), exp.eval_batches(lang, split), lang, emb, hook)
+        metrics = task.evaluate(s.examples, predictions, exp.labels)
+        record = {**key, "path": s.path, "metrics": metrics}
+        if name is not None:
+            target = os.path.join(trainer.run_dir, name)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with atomic_output(target) as f:
+                task.write_predictions(s.examples, predictions, exp.labels, f)
+            record["predictions"] = {"file": name, "sha256": file_sha256(target)}
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        write_json(path, record)
+        return metrics, name
+
+    def put(variant: str, lang: str, split: str, evaluated: Optional[Evaluated]) -> bool:
+        if evaluated is None:
+            return False
+        metrics, name = evaluated
+        results.setdefault(variant, {}).setdefault(lang, {})[split] = metrics
+        if name is not None:
+            files.setdefault(variant, {}).setdefault(lang, {})[split] = name
+        return True
+
+    for lang in [exp.source, *exp.targets]:
+        for split in ("dev", "test"):
+            if (split, lang) in exp.splits and not put("plain", lang, split, get(lang, split, "plain", {}, None)):
+                return None
+    for lang, layer_map in exp.maps.items():
+        params = {"layer": layer_map.layer, "map": layer_map.identity}
+        for split in ("dev", "test"):
+            if not put("map", lang, split, get(lang, split, "map", params, layer_map.hook())):
+                return None
+    alphas: dict[str, float] = {}
+    metric = task.main_metric
+    for lang, shift in exp.shifts.items():
+        per_alpha: dict[float, Evaluated] = {}
+        for alpha in cfg.shift_alpha:
+            params = {"layer": shift.layer, "alpha": alpha, "shift": shift.identity}
+            evaluated = get(lang, "dev", "shift", params, shift.hook(alpha))
+            if evaluated is None:
+                return None
+            per_alpha[alpha] = evaluated
+        # Liu et al. pick each target's weight on that target's dev set; ties: the earlier weight.
+        alpha = max(cfg.shift_alpha, key=lambda a: (per_alpha[a][0][metric], -cfg.shift_alpha.index(a)))
+        alphas[lang] = alpha
+        put("shift", lang, "dev", per_alpha[alpha])
+        params = {"layer": shift.layer, "alpha": alpha, "shift": shift.identity}
+        if not put("shift", lang, "test", get(lang, "test", "shift", params, shift.hook(alpha))):
+            return None
+    if unwritable:
+        log.info(f"{trainer.run_dir}: {len(unwritable)} prediction file(s) cannot be written, the run's weights "
+                 "were not kept (--no-keep-weights); its metrics are reported without them")
+    return {"results": results, "shift_alpha": alphas, **({"predictions": files} if suffix is not None else {})}
