@@ -162,7 +162,8 @@ TABLE_FORMAT = "xlt-cka-table/1"
 class Side:
     """One side of a comparison: sentences of one language through one model.
 
-    Either ``reps`` (an ``xlt extract`` sentence-level output prefix) or ``run`` + ``lang`` + ``text``.
+    Either ``reps`` (an ``xlt extract`` sentence-level output prefix) or ``run`` + ``lang`` + ``text``;
+    ``run`` is any ``--model``: an xlt run, a transformers directory or ``hf:NAME``.
     ``random_seed``: use a randomly initialised model of the run's architecture (the lower bound).
     """
 
@@ -179,7 +180,9 @@ class Side:
     def describe(self) -> dict:
         if self.reps:
             return {"reps": os.path.abspath(self.reps)}
-        return {"run": os.path.abspath(self.run), "lang": self.lang, "text": os.path.abspath(self.text),
+        from xlt.model.protocol import model_source
+
+        return {"run": model_source(self.run), "lang": self.lang, "text": os.path.abspath(self.text),
                 "model": "pretrained" if self.random_seed is None else f"random:{self.random_seed}"}
 
 
@@ -232,16 +235,16 @@ def _load_reps(prefix: str, layers: Optional[list[int]], n: int) -> tuple[np.nda
 
 def _compute_side(side: Side, settings: CompareSettings, n: int, runs: dict) -> tuple[np.ndarray, list[int]]:
     from xlt.analysis.extract import load_model, resolve_layers, sentence_vectors
-    from xlt.pretrain.pretrained import PretrainedRun
+    from xlt.model.protocol import load_text_model
 
     if side.reps:
         reps, layers, _ = _load_reps(side.reps, settings.layers, n)
         return reps, layers
     if side.run not in runs:
-        runs[side.run] = PretrainedRun.load(side.run, settings.checkpoint, settings.device)
+        runs[side.run] = load_text_model(side.run, settings.checkpoint, settings.device)
     run = runs[side.run]
-    run.text(side.lang)
-    layers = resolve_layers(run.config.n_layers, settings.layers)
+    run.check_language(side.lang)
+    layers = resolve_layers(run.n_layers, settings.layers)
     lines = [line for _, line in zip(range(n), read_lines(side.text))]
     reps = sentence_vectors(run, side.lang, lines, layers, settings.batch_size, settings.device,
                             settings.include_specials, load_model(run, side.random_seed), source=side.text)

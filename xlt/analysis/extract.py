@@ -1,8 +1,11 @@
-"""Per-layer representations of a pretrained run: the one forward pass every analysis shares.
+"""Per-layer representations of a model: the one forward pass every analysis shares.
 
-Text goes through the run's own tokenizer and BPE (``run.text(lang)``), is laid out as the model saw
-it in pretraining (``</s> ids </s>``, :func:`~xlt.pretrain.pretrained.model_input`), truncated to the
-model's ``max_positions``, batched longest-first and run once with every hidden state kept. Each
+The model is any :class:`~xlt.model.protocol.TextModel`: an xlt run (:class:`PretrainedRun`) or a
+Hugging Face model (:class:`~xlt.model.hf.HFTextModel`), both loaded by ``load_text_model(--model)``.
+Text goes through the model's own pipeline (an xlt run: its Moses tokenizer and BPE; mBERT: its
+WordPiece), is laid out as the model saw it in pretraining (``model.wrap``: one special token on
+each side, e.g. ``</s> ids </s>`` or ``[CLS] ids [SEP]``), truncated to the model's
+``max_positions``, batched longest-first and run once with every hidden state kept. Each
 input sequence contributes *rows*: a row is the mean of the hidden states over one span of
 positions, which covers every level with one code path:
 
@@ -15,12 +18,12 @@ Results are float32 arrays ``[L, rows, D]`` (L = selected layers, in the order a
 embedding output, layer ``n`` the output of Transformer layer ``n``). Word and token levels also
 return a :class:`RowIndex` telling which rows belong to which sentence.
 
-Any encoder of the run's architecture can be used in place of the run's own model (``model=``),
-e.g. ``run.random_encoder_like(seed)`` for the CKA lower bound::
+``model=`` replaces the network: ``run.random_like(seed)`` (any TextModel, the CKA lower bound) or,
+for an xlt run, any ``MaskedLM`` of its architecture::
 
-    run = PretrainedRun.load("runs/en-fr")
+    run = load_text_model("runs/en-fr")            # or "hf:bert-base-multilingual-cased"
     X = sentence_vectors(run, "en", lines, layers=[0, 4, 8])               # [3, N, D]
-    R = sentence_vectors(run, "en", lines, model=run.random_encoder_like(0))
+    R = sentence_vectors(run, "en", lines, model=run.random_like(0))
     W, index = word_vectors(run, "fr", [["Le", "chat"], ["Il", "dort", "."]], pooling="mean")
     W[:, index.rows(1)]                                                      # [L, 3, D]
 
@@ -37,7 +40,8 @@ import torch
 from torch import Tensor, nn
 
 from xlt.model.encoder import Encoder
-from xlt.pretrain.pretrained import PretrainedRun, model_input, pad_inputs
+from xlt.model.protocol import TextModel, load_text_model
+from xlt.pretrain.pretrained import PretrainedRun, pad_inputs
 from xlt.utils import log
 from xlt.utils.errors import XltError
 
@@ -70,6 +74,18 @@ class RowIndex:
     def counts(self) -> np.ndarray:
         """Rows per sentence, int64 [N]."""
         return np.diff(self.offsets)
+
+
+def text_model(run: TextModel, model: Optional[TextModel | nn.Module] = None) -> TextModel:
+    """The model an analysis runs: ``run`` itself, another TextModel, or (xlt runs) ``run`` around a
+    ``MaskedLM`` of its architecture."""
+    if model is None:
+        return run
+    if isinstance(model, nn.Module):
+        if not isinstance(run, PretrainedRun):
+            raise TypeError("a bare network can only stand in for an xlt run's model")
+        return run.with_model(model, "custom")
+    return model
 
 
 def encoder_of(model: nn.Module) -> Encoder:
@@ -110,20 +126,19 @@ def truncate(ids: Sequence[int], max_positions: int) -> list[int]:
 
 
 @torch.no_grad()
-def iter_span_means(model: nn.Module, lang: str, inputs: Sequence[Sequence[int]], spans: Sequence[Sequence[Span]],
+def iter_span_means(model: TextModel, lang: str, inputs: Sequence[Sequence[int]], spans: Sequence[Sequence[Span]],
                     layers: Sequence[int], batch_size: int = 32, device: torch.device | str = "cpu",
                     description: str = "extract") -> Iterator[tuple[list[int], list[Tensor]]]:
-    """Run ``model`` over ``inputs`` (full model inputs, </s>-bounded) and average hidden states over spans.
+    """Run ``model`` over ``inputs`` (full model inputs, ``model.wrap``-ped) and average hidden states over spans.
 
     Yields, batch by batch (longest inputs first), ``(sequence_indices, pooled)`` where ``pooled[k]``
     is a float32 CPU tensor [L, len(spans[sequence_indices[k]]), D]: row j is the mean of the states
-    of layers ``layers`` over positions ``spans[i][j]``. The model is put in eval mode (no dropout).
+    of layers ``layers`` over positions ``spans[i][j]``. The model runs in eval mode (no dropout).
     """
-    encoder = encoder_of(model).to(device).eval()
     with log.progress(description, total=len(inputs), unit="sentences") as bar:
         for batch in length_sorted_batches([len(s) for s in inputs], batch_size):
-            ids, padding_mask = pad_inputs([inputs[i] for i in batch], device)
-            states = encoder(ids, lang, padding_mask, output_hidden_states=True).hidden_states
+            ids, padding_mask = pad_inputs([inputs[i] for i in batch], device, model.pad_id)
+            states = model.hidden_states(ids, padding_mask, lang)
             B, T = ids.shape
             # Every position is assigned to (at most) one output row; the rest go to a dump row.
             # index_add over positions then gives exact per-span sums in one pass for all layers.
@@ -149,11 +164,10 @@ def _sentence_span(n_content: int, include_specials: bool) -> Span:
     return (0, n_content + 2) if include_specials else (1, n_content + 1)
 
 
-def _fill(model: nn.Module, lang: str, inputs: list[list[int]], spans: list[list[Span]], layers: list[int],
+def _fill(model: TextModel, lang: str, inputs: list[list[int]], spans: list[list[Span]], layers: list[int],
           offsets: np.ndarray, batch_size: int, device, allocate: Optional[Allocate], description: str) -> np.ndarray:
     """Allocate ``[L, offsets[-1], D]`` and write each sequence's span means at its rows."""
-    encoder = encoder_of(model)
-    shape = (len(layers), int(offsets[-1]), encoder.config.d_model)
+    shape = (len(layers), int(offsets[-1]), model.d_model)
     out = allocate(shape) if allocate is not None else np.empty(shape, dtype=np.float32)
     if tuple(out.shape) != shape:
         raise ValueError(f"allocate returned shape {tuple(out.shape)}, expected {shape}")
@@ -163,39 +177,39 @@ def _fill(model: nn.Module, lang: str, inputs: list[list[int]], spans: list[list
     return out
 
 
-def _encode_lines(run: PretrainedRun, lang: str, lines: Sequence[str]) -> tuple[list[list[int]], int]:
+def _encode_lines(model: TextModel, lang: str, lines: Sequence[str]) -> tuple[list[list[int]], int]:
     """Raw lines -> truncated content ids, and how many lines were truncated."""
-    limit = run.config.max_positions
-    encoded = run.text(lang).encode_lines(list(lines))
+    limit = model.max_positions
+    encoded = model.encode_lines(lang, list(lines))
     return [truncate(ids, limit) for ids in encoded], sum(len(ids) > limit - 2 for ids in encoded)
 
 
-def sentence_vectors(run: PretrainedRun, lang: str, lines: Sequence[str], layers: Optional[Sequence[int]] = None,
+def sentence_vectors(run: TextModel, lang: str, lines: Sequence[str], layers: Optional[Sequence[int]] = None,
                      batch_size: int = 32, device: torch.device | str = "cpu", include_specials: bool = False,
                      model: Optional[nn.Module] = None, allocate: Optional[Allocate] = None,
                      source: Optional[str] = None) -> np.ndarray:
     """Mean-pooled sentence representations: float32 [L, N, D].
 
-    ``lines``: raw text (tokenized and BPE'd here). ``layers``: None = all, 0 = embeddings.
-    ``model``: another model of the run's architecture (default ``run.model``). ``allocate(shape)``
+    ``lines``: raw text (tokenized here). ``layers``: None = all, 0 = embeddings.
+    ``model``: another model (see :func:`text_model`; default ``run``). ``allocate(shape)``
     returns the output array (e.g. a memmap); ``source`` names the input in error messages.
     A line with no subword at all is an error (its mean does not exist).
     """
-    model = run.model if model is None else model
-    layers = resolve_layers(encoder_of(model).config.n_layers, layers, source)
-    content, truncated = _encode_lines(run, lang, lines)
+    model = text_model(run, model)
+    layers = resolve_layers(model.n_layers, layers, source)
+    content, truncated = _encode_lines(model, lang, lines)
     for number, ids in enumerate(content, start=1):
         if not ids and not include_specials:
             raise XltError("empty sentence: no subwords to average", source, number)
     if truncated:
-        log.info(f"{truncated} sentence(s) truncated to {run.config.max_positions} positions")
-    inputs = [model_input(ids) for ids in content]
+        log.info(f"{truncated} sentence(s) truncated to {model.max_positions} positions")
+    inputs = [model.wrap(ids) for ids in content]
     spans = [[_sentence_span(len(ids), include_specials)] for ids in content]
     offsets = np.arange(len(inputs) + 1, dtype=np.int64)
     return _fill(model, lang, inputs, spans, layers, offsets, batch_size, device, allocate, "sentences")
 
 
-def word_vectors(run: PretrainedRun, lang: str, sentences_of_words: Sequence[Sequence[str]],
+def word_vectors(run: TextModel, lang: str, sentences_of_words: Sequence[Sequence[str]],
                  layers: Optional[Sequence[int]] = None, pooling: str = "first", batch_size: int = 32,
                  device: torch.device | str = "cpu", model: Optional[nn.Module] = None,
                  allocate: Optional[Allocate] = None) -> tuple[np.ndarray, RowIndex]:
@@ -208,19 +222,19 @@ def word_vectors(run: PretrainedRun, lang: str, sentences_of_words: Sequence[Seq
     """
     if pooling not in POOLINGS:
         raise XltError(f"unknown pooling {pooling!r} (one of: {', '.join(POOLINGS)})")
-    model = run.model if model is None else model
-    layers = resolve_layers(encoder_of(model).config.n_layers, layers)
-    text, limit = run.text(lang), run.config.max_positions
+    model = text_model(run, model)
+    layers = resolve_layers(model.n_layers, layers)
+    limit = model.max_positions
     inputs, spans, counts, truncated = [], [], [], 0
     for words in sentences_of_words:
-        ids, starts = text.encode_words(list(words))
+        ids, starts = model.encode_words(lang, list(words))
         ends = starts[1:] + [len(ids)]
         kept = truncate(ids, limit)
         truncated += len(kept) < len(ids)
-        # +1: position 0 of the model input is </s>.
+        # +1: position 0 of the model input is its opening special token.
         sentence_spans = [(s + 1, (s + 2) if pooling == "first" else min(e, len(kept)) + 1)
                           for s, e in zip(starts, ends) if s < len(kept)]
-        inputs.append(model_input(kept))
+        inputs.append(model.wrap(kept))
         spans.append(sentence_spans)
         counts.append(len(sentence_spans))
     if truncated:
@@ -230,20 +244,20 @@ def word_vectors(run: PretrainedRun, lang: str, sentences_of_words: Sequence[Seq
     return out, RowIndex(offsets, None, truncated)
 
 
-def token_vectors(run: PretrainedRun, lang: str, lines: Sequence[str], layers: Optional[Sequence[int]] = None,
+def token_vectors(run: TextModel, lang: str, lines: Sequence[str], layers: Optional[Sequence[int]] = None,
                   batch_size: int = 32, device: torch.device | str = "cpu", include_specials: bool = False,
                   model: Optional[nn.Module] = None,
                   allocate: Optional[Allocate] = None) -> tuple[np.ndarray, RowIndex]:
     """Every subword's representation: (float32 [L, total_tokens, D], index with ``token_ids``).
 
-    ``include_specials`` keeps the two ``</s>`` of every input as rows too.
+    ``include_specials`` keeps the two special tokens of every input as rows too.
     """
-    model = run.model if model is None else model
-    layers = resolve_layers(encoder_of(model).config.n_layers, layers)
-    content, truncated = _encode_lines(run, lang, lines)
+    model = text_model(run, model)
+    layers = resolve_layers(model.n_layers, layers)
+    content, truncated = _encode_lines(model, lang, lines)
     if truncated:
-        log.info(f"{truncated} sentence(s) truncated to {run.config.max_positions} positions")
-    inputs = [model_input(ids) for ids in content]
+        log.info(f"{truncated} sentence(s) truncated to {model.max_positions} positions")
+    inputs = [model.wrap(ids) for ids in content]
     spans, token_ids = [], []
     for seq in inputs:
         start, end = _sentence_span(len(seq) - 2, include_specials)
@@ -264,16 +278,16 @@ def parse_layers(text: Optional[str]) -> Optional[list[int]]:
         raise XltError(f"--layers takes comma-separated layer numbers such as 0,4,8, got {text!r}") from None
 
 
-def load_model(run: PretrainedRun, random_seed: Optional[int]) -> nn.Module:
-    """The run's model, or a randomly initialised one of its architecture (``random_seed`` given)."""
-    return run.model if random_seed is None else run.random_encoder_like(random_seed)
+def load_model(run: TextModel, random_seed: Optional[int]) -> TextModel:
+    """The model itself, or a randomly initialised one of its architecture (``random_seed`` given)."""
+    return run if random_seed is None else run.random_like(random_seed)
 
 
-def extract_to_files(run_dir: str, lang: str, input_path: str, output: str, level: str = "sentence",
+def extract_to_files(model_spec: str, lang: str, input_path: str, output: str, level: str = "sentence",
                      pooling: str = "first", layers: Optional[Sequence[int]] = None, checkpoint: str = "best",
                      batch_size: int = 32, device: str = "cpu", include_specials: bool = False,
                      random_seed: Optional[int] = None) -> dict:
-    """``xlt extract``: write ``OUTPUT.npy`` (float32 [L, rows, D], a memmap-able .npy), ``OUTPUT.json``
+    """``xlt extract``: ``model_spec`` (an xlt run, a transformers directory or ``hf:NAME``) -> ``OUTPUT.npy`` (float32 [L, rows, D], a memmap-able .npy), ``OUTPUT.json``
     (the header) and ``OUTPUT.index.npz`` (``offsets`` [N+1] of each sentence's rows; ``token_ids`` at
     token level).
 
@@ -297,10 +311,10 @@ def extract_to_files(run_dir: str, lang: str, input_path: str, output: str, leve
         raise XltError("empty input: no sentences", input_path)
     if level != "sentence" and not any(line.strip() for line in lines):  # no word to give a vector
         raise XltError("empty input: every line is blank", input_path)
-    run = PretrainedRun.load(run_dir, checkpoint, device)
-    run.text(lang)  # unknown language -> one-line error before any work
+    run = load_text_model(model_spec, checkpoint, device)
+    run.check_language(lang)  # unknown language -> one-line error before any work
     model = load_model(run, random_seed)
-    layers = resolve_layers(run.config.n_layers, layers)
+    layers = resolve_layers(run.n_layers, layers)
     with atomic_path(prefix + ".npy") as tmp_npy, atomic_path(prefix + ".index.npz") as tmp_index:
         def allocate(shape):
             return np.lib.format.open_memmap(tmp_npy, mode="w+", dtype=np.float32, shape=shape)
@@ -324,8 +338,8 @@ def extract_to_files(run_dir: str, lang: str, input_path: str, output: str, leve
         with open(tmp_index, "wb") as f:
             np.savez(f, **arrays)
     header = {
-        "run": os.path.abspath(run_dir), "checkpoint": checkpoint, "step": run.step,
-        "model": "pretrained" if random_seed is None else f"random:{random_seed}",
+        "run": run.source, "checkpoint": checkpoint if isinstance(run, PretrainedRun) else None, "step": run.step,
+        "model": "pretrained" if random_seed is None else f"random:{random_seed}", "kind": run.describe()["kind"],
         "lang": lang, "level": level,
         "pooling": {"word": pooling, "sentence": "mean"}.get(level),
         "include_specials": include_specials if level != "word" else False,

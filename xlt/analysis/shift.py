@@ -15,6 +15,9 @@ Files (both ``.npz``, loadable with ``allow_pickle=False``; ``header`` is a JSON
   ``header`` {"format": "xlt-shift/1", "src", "tgt", run, step, d_model, n_layers}; the shift
   towards the target is ``mean_tgt - mean_src`` (:meth:`LanguageShift.difference`).
 
+Every function takes a :class:`~xlt.model.protocol.TextModel`: an xlt run or a Hugging Face model
+(its masked-LM head decodes; it has no language embedding, so ``src`` only picks the tokenizer).
+
 Shapes: L = n_layers + 1 rows (layer 0 = embeddings), D = d_model, B batch rows, T positions.
 """
 
@@ -31,10 +34,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from xlt.analysis.extract import encoder_of, iter_span_means, length_sorted_batches, truncate
+from xlt.analysis.extract import iter_span_means, length_sorted_batches, text_model, truncate
 from xlt.analysis.shift_table import RESULT_FORMAT
-from xlt.pretrain.pretrained import PretrainedRun, model_input, pad_inputs
-from xlt.text.vocab import SPECIALS, UNK_ID
+from xlt.model.protocol import TextModel, load_text_model
+from xlt.pretrain.pretrained import pad_inputs
+from xlt.text.vocab import SPECIALS
 from xlt.utils import log
 from xlt.utils.errors import XltError, require_file
 from xlt.utils.textio import atomic_path
@@ -64,22 +68,22 @@ def _load_npz(path: str, expected_format: str, keys: Sequence[str]) -> tuple[dic
 
 
 @torch.no_grad()
-def language_mean(run: PretrainedRun, lang: str, lines: Sequence[str], batch_size: int = 32,
+def language_mean(run: TextModel, lang: str, lines: Sequence[str], batch_size: int = 32,
                   device: torch.device | str = "cpu", include_specials: bool = False,
                   model: Optional[nn.Module] = None) -> tuple[np.ndarray, int]:
     """Mean of Language of every layer: (float32 [n_layers+1, D], number of tokens averaged).
 
     Every (non-special) token of every line weighs the same; the sum over sentences is kept in float64.
     """
-    model = run.model if model is None else model
-    n_layers = encoder_of(model).config.n_layers
-    content = [truncate(ids, run.config.max_positions) for ids in run.text(lang).encode_lines(list(lines))]
-    inputs = [model_input(ids) for ids in content]
+    model = text_model(run, model)
+    n_layers = model.n_layers
+    content = [truncate(ids, model.max_positions) for ids in model.encode_lines(lang, list(lines))]
+    inputs = [model.wrap(ids) for ids in content]
     spans = [[(0, len(seq)) if include_specials else (1, len(seq) - 1)] for seq in inputs]
     keep = [i for i, s in enumerate(spans) if s[0][1] > s[0][0]]  # lines with no subword add nothing
     if not keep:
         raise XltError("no tokens to average: every line is empty")
-    total = np.zeros((n_layers + 1, encoder_of(model).config.d_model))
+    total = np.zeros((n_layers + 1, model.d_model))
     tokens = 0
     for batch, pooled in iter_span_means(model, lang, [inputs[i] for i in keep], [spans[i] for i in keep],
                                          list(range(n_layers + 1)), batch_size, device, "language mean"):
@@ -100,7 +104,7 @@ def load_means(path: str) -> tuple[np.ndarray, dict]:
     return arrays["mean"], header
 
 
-def compute_means(run_dir: str, lang: str, text: str, output: str, n_sentences: int = 10000,
+def compute_means(model_spec: str, lang: str, text: str, output: str, n_sentences: int = 10000,
                   include_specials: bool = False, checkpoint: str = "best", batch_size: int = 32,
                   device: str = "cpu") -> dict:
     """``xlt shift-decode means``: Mean of Language over the first ``n_sentences`` lines of ``text``."""
@@ -114,12 +118,12 @@ def compute_means(run_dir: str, lang: str, text: str, output: str, n_sentences: 
     lines = list(islice(read_lines(require_file(text, "text file")), n_sentences))
     if not any(line.strip() for line in lines):
         raise XltError("no tokens to average: the text is empty or blank", text)
-    run = PretrainedRun.load(run_dir, checkpoint, device)
-    run.text(lang)
+    run = load_text_model(model_spec, checkpoint, device)
+    run.check_language(lang)
     if len(lines) < n_sentences:
         log.info(f"{text}: only {len(lines)} sentences (asked for {n_sentences}); using them all")
     mean, tokens = language_mean(run, lang, lines, batch_size, device, include_specials)
-    header = {"run": os.path.abspath(run_dir), "step": run.step, "lang": lang, "sentences": len(lines),
+    header = {"run": run.source, "step": run.step, "lang": lang, "sentences": len(lines),
               "tokens": tokens, "include_specials": include_specials, "text": os.path.abspath(text),
               "text_sha256": file_sha256(text) if text != "-" else None}
     save_means(output, mean, header)
@@ -172,32 +176,28 @@ class LanguageShift:
 
 
 @torch.no_grad()
-def shift_decode(run: PretrainedRun, shift: LanguageShift, lines: Sequence[str],
+def shift_decode(run: TextModel, shift: LanguageShift, lines: Sequence[str],
                  settings: Sequence[tuple[int, float]], batch_size: int = 32, device: torch.device | str = "cpu",
                  decode_lang: Optional[str] = None) -> Iterator[tuple[int, dict[tuple[int, float], list[int]]]]:
     """Unsupervised token translation of source-language ``lines`` for every (layer, alpha) in ``settings``.
 
     The input is encoded as ``shift.src``; layer ``l``'s output gets ``alpha * D(l)`` at every
-    position, the remaining layers run on it (:meth:`Encoder.encode_from`, what a ``layer_hook``
-    at ``l`` does), and the MLM head of ``decode_lang`` (default: the source language, so nothing
-    but the shift pushes towards the target) predicts every position, nothing masked.
+    position, the remaining layers run on it (``run.shifted_decode``), and the MLM head of
+    ``decode_lang`` (default: the source language, so nothing but the shift pushes towards the
+    target) predicts every position, nothing masked.
     Yields ``(line index, {(layer, alpha): predicted ids at the line's subword positions})``
     in length-sorted order.
     """
-    model, src = run.model.to(device).eval(), shift.src
+    src = shift.src
     decode_lang = decode_lang or src
     differences = {layer: torch.as_tensor(shift.difference(layer), device=device) for layer, _ in settings}
-    content = [truncate(ids, run.config.max_positions) for ids in run.text(src).encode_lines(list(lines))]
-    inputs = [model_input(ids) for ids in content]
+    shifts = [(layer, alpha * differences[layer]) for layer, alpha in settings]
+    content = [truncate(ids, run.max_positions) for ids in run.encode_lines(src, list(lines))]
+    inputs = [run.wrap(ids) for ids in content]
     with log.progress("shift decoding", total=len(inputs), unit="sentences") as bar:
         for batch in length_sorted_batches([len(s) for s in inputs], batch_size):
-            ids, padding_mask = pad_inputs([inputs[i] for i in batch], device)
-            states = model.encoder(ids, src, padding_mask, output_hidden_states=True).hidden_states
-            predictions = {}
-            for layer, alpha in settings:
-                shifted = states[layer] + alpha * differences[layer]
-                top = model.encoder.encode_from(shifted, src, layer, padding_mask).last_hidden_state
-                predictions[(layer, alpha)] = model.head.decode(top, decode_lang).cpu()
+            ids, padding_mask = pad_inputs([inputs[i] for i in batch], device, run.pad_id)
+            predictions = dict(zip(settings, run.shifted_decode(ids, padding_mask, src, shifts, decode_lang)))
             for row, i in enumerate(batch):
                 n = len(content[i])
                 yield i, {key: pred[row, 1:n + 1].tolist() for key, pred in predictions.items()}
@@ -245,30 +245,18 @@ def bleu1(hypotheses: Sequence[Sequence[str]], references: Sequence[Sequence[str
     return 100.0 * brevity * matches / hyp_len
 
 
-def words_of(ids: Sequence[int], run: PretrainedRun) -> list[str]:
-    """Predicted ids -> words: specials dropped, ``lang:`` prefixes removed, ``@@`` subwords joined."""
-    tokens = [run.vocab.token(i) for i in ids if i not in SPECIAL_IDS]
-    if run.vocab.prefix_lang:
-        tokens = [t.split(":", 1)[1] if ":" in t else t for t in tokens]
-    return " ".join(tokens).replace("@@ ", "").removesuffix("@@").split()
+def words_of(ids: Sequence[int], run: TextModel, lang: str = "") -> list[str]:
+    """Predicted ids -> words (an xlt run: specials dropped, ``lang:`` prefixes removed, ``@@`` joined)."""
+    return run.words(lang, ids)
 
 
-def token_set(run: PretrainedRun, lang: str, bpe_text: Optional[str] = None) -> set[int]:
+def token_set(run: TextModel, lang: str, text: Optional[str] = None) -> set[int]:
     """V_lang: the ids of the tokens seen in ``lang``'s corpus.
 
-    From a BPE'd text of the language when given (every whitespace token of every line), else from
-    the vocabulary's ownership sidecar (the per-language counts the vocabulary was built from).
+    An xlt run: from a BPE'd text of the language when given (every whitespace token), else from the
+    vocabulary's ownership sidecar. A transformers model: from a raw text of the language (required).
     """
-    from xlt.utils.textio import read_lines
-
-    if bpe_text is not None:
-        seen = {i for line in read_lines(require_file(bpe_text, "BPE'd text"))
-                for i in run.vocab.encode(line.split(), lang)}
-        return seen - {UNK_ID}
-    if not run.vocab.languages:
-        raise XltError("the vocabulary has no language ownership sidecar; pass --token-set LANG BPE_TEXT "
-                       "for both languages", os.path.join(run.path, "vocab"))
-    return set(run.vocab.language_ids(lang))
+    return run.token_set(lang, text)
 
 
 # ---- the sweep (Liu et al. Table 2) ------------------------------------------------------------
@@ -300,7 +288,7 @@ class TranslateSettings:
             raise XltError("--samples must be 0 or more and --batch-size at least 1")
 
 
-def translate(run_dir: str, shift_path: str, input_path: str, reference_path: str, settings: TranslateSettings,
+def translate(model_spec: str, shift_path: str, input_path: str, reference_path: str, settings: TranslateSettings,
               token_sets: Optional[dict[str, str]] = None) -> dict:
     """Shift-decode ``input_path`` (source language) for every layer x alpha; score against the reference."""
     from xlt.analysis.extract import resolve_layers
@@ -319,32 +307,34 @@ def translate(run_dir: str, shift_path: str, input_path: str, reference_path: st
         raise XltError(f"--token-set for {', '.join(unknown)}: the shift goes from {shift.src} to {shift.tgt}")
     if settings.n_sentences:
         lines, references = lines[:settings.n_sentences], references[:settings.n_sentences]
-    run = PretrainedRun.load(run_dir, settings.checkpoint, settings.device)
+    run = load_text_model(model_spec, settings.checkpoint, settings.device)
     for lang in (shift.src, shift.tgt, settings.decode_lang or shift.src):
-        run.text(lang)
-    if shift.mean_src.shape != (run.config.n_layers + 1, run.config.d_model):
+        run.check_language(lang)
+    if not run.has_head:  # before any encoding: found out here, not per batch
+        raise XltError("this model has no masked-LM head (loaded as a bare encoder): shift decoding needs one",
+                       run.source)
+    if shift.mean_src.shape != (run.n_layers + 1, run.d_model):
         raise XltError(f"shift of shape {shift.mean_src.shape} does not fit this model "
-                       f"({run.config.n_layers + 1} layers x {run.config.d_model})", shift_path)
-    layers = resolve_layers(run.config.n_layers, settings.layers or list(range(1, run.config.n_layers + 1)))
+                       f"({run.n_layers + 1} layers x {run.d_model})", shift_path)
+    layers = resolve_layers(run.n_layers, settings.layers or list(range(1, run.n_layers + 1)))
     grid = [(layer, float(alpha)) for layer in layers for alpha in settings.alphas]
     sets = {lang: token_set(run, lang, (token_sets or {}).get(lang)) for lang in (shift.src, shift.tgt)}
     outputs: dict[tuple[int, float], list] = {key: [None] * len(lines) for key in grid}
     for i, predicted in shift_decode(run, shift, lines, grid, settings.batch_size, settings.device,
                                      settings.decode_lang):
         for key, ids in predicted.items():
-            outputs[key][i] = [y for y in ids if y not in SPECIAL_IDS]
-    tokenizer = run.text(shift.tgt).tokenizer
-    reference_words = [tokenizer.tokenize(line).split() for line in references]
+            outputs[key][i] = [y for y in ids if y not in run.special_ids]
+    reference_words = [run.reference_words(shift.tgt, line) for line in references]
     rows = []
     for (layer, alpha), predicted in outputs.items():
         rows.append({"layer": layer, "alpha": alpha,
-                     "bleu1": bleu1([words_of(ids, run) for ids in predicted], reference_words),
+                     "bleu1": bleu1([run.words(shift.tgt, ids) for ids in predicted], reference_words),
                      "convert_rate": convert_rate(predicted, sets[shift.src], sets[shift.tgt])})
     best = max(rows, key=lambda r: r["bleu1"])
     samples = [{"input": lines[i], "reference": references[i],
-                "outputs": {f"layer {layer} alpha {alpha:g}": " ".join(words_of(outputs[(layer, alpha)][i], run))
+                "outputs": {f"layer {layer} alpha {alpha:g}": " ".join(run.words(shift.tgt, outputs[(layer, alpha)][i]))
                             for layer, alpha in grid}} for i in range(min(settings.samples, len(lines)))]
-    return {"format": RESULT_FORMAT, "src": shift.src, "tgt": shift.tgt, "run": os.path.abspath(run_dir),
+    return {"format": RESULT_FORMAT, "src": shift.src, "tgt": shift.tgt, "run": run.source,
             "step": run.step, "shift": os.path.abspath(shift_path), "input": os.path.abspath(input_path),
             "reference": os.path.abspath(reference_path), "n": len(lines),
             "decode_lang": settings.decode_lang or shift.src,

@@ -7,10 +7,15 @@ RUN DIR, never from loose pieces that could disagree::
     ids = run.text("fr").encode_lines(["Le chat dort."])          # tokenize -> BPE -> ids
     ids, starts = run.text("fr").encode_words(["Le", "chat", "dort", "."])   # CoNLL words
     hidden = run.model.encoder(torch.tensor(ids), "fr").last_hidden_state
+
+A :class:`PretrainedRun` is also a :class:`~xlt.model.protocol.TextModel` (the seam the analyses are
+written against, which Hugging Face models implement too): ``run.encode_lines(lang, lines)``,
+``run.hidden_states(ids, mask, lang)``, ``run.shifted_decode(...)``, ``run.random_like(seed)``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
@@ -22,7 +27,7 @@ from xlt.model.config import EncoderConfig
 from xlt.model.heads import MaskedLM
 from xlt.pretrain.checkpoint import load_checkpoint, load_model_weights, require_keys
 from xlt.text.tokenize import Tokenizer, TokenizerConfig
-from xlt.text.vocab import EOS_ID, PAD_ID, UNK_ID, Vocabulary
+from xlt.text.vocab import EOS_ID, PAD_ID, SPECIALS, UNK_ID, Vocabulary
 from xlt.utils.errors import PathLike, XltError
 from xlt.utils.textio import read_json
 
@@ -40,11 +45,12 @@ def model_input(*segments: Sequence[int]) -> list[int]:
     return out
 
 
-def pad_inputs(rows: Sequence[Sequence[int]], device: torch.device | str = "cpu") -> tuple[Tensor, Optional[Tensor]]:
-    """Model inputs -> (input_ids Long [B,T] right-padded with ``<pad>``, padding_mask Bool [B,T] True at
-    pads, or None when no row is padded: the encoder then runs without an attention mask)."""
+def pad_inputs(rows: Sequence[Sequence[int]], device: torch.device | str = "cpu",
+               pad_id: int = PAD_ID) -> tuple[Tensor, Optional[Tensor]]:
+    """Model inputs -> (input_ids Long [B,T] right-padded with ``pad_id`` (xlt's ``<pad>``), padding_mask
+    Bool [B,T] True at pads, or None when no row is padded: the encoder then runs without an attention mask)."""
     T = max(1, max((len(r) for r in rows), default=0))
-    ids = torch.full((len(rows), T), PAD_ID, dtype=torch.long)
+    ids = torch.full((len(rows), T), pad_id, dtype=torch.long)
     for i, row in enumerate(rows):
         ids[i, :len(row)] = torch.as_tensor(list(row), dtype=torch.long)
     mask = torch.arange(T)[None, :] >= torch.tensor([len(r) for r in rows])[:, None]
@@ -96,6 +102,8 @@ class PretrainedRun:
     vocab: Vocabulary
     text_settings: dict[str, dict]
     step: int
+    # "pretrained", or "random:SEED" for random_like(SEED): what extraction headers record.
+    variant: str = "pretrained"
     # One pipeline per language: building one reads the BPE codes (a tenth of a second at 17k merges),
     # and fine-tuning tasks memoise encodings per pipeline object.
     _texts: dict[str, TextPipeline] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -145,3 +153,95 @@ class PretrainedRun:
         """A freshly initialised model of the same architecture (the CKA lower bound)."""
         torch.manual_seed(seed)
         return MaskedLM(self.config).eval()
+
+    # ---- the TextModel protocol (xlt.model.protocol) ----------------------------------------------
+
+    @property
+    def n_layers(self) -> int:
+        return self.config.n_layers
+
+    @property
+    def d_model(self) -> int:
+        return self.config.d_model
+
+    @property
+    def max_positions(self) -> int:
+        return self.config.max_positions
+
+    pad_id = PAD_ID
+    special_ids = frozenset(range(len(SPECIALS)))
+    has_head = True  # every run is a MaskedLM (a transformers model may be a bare encoder)
+
+    @property
+    def source(self) -> str:
+        return os.path.abspath(self.path)
+
+    def describe(self) -> dict:
+        return {"source": self.source, "kind": "xlt", "step": self.step, "model": self.variant}
+
+    def check_language(self, lang: str) -> None:
+        self.text(lang)
+
+    def with_model(self, model: MaskedLM, variant: str) -> "PretrainedRun":
+        """This run's vocabulary and text pipelines around another model of its architecture."""
+        return dataclasses.replace(self, model=model, variant=variant)
+
+    def random_like(self, seed: int) -> "PretrainedRun":
+        device = next(self.model.parameters()).device
+        return self.with_model(self.random_encoder_like(seed).to(device), f"random:{seed}")
+
+    def encode_lines(self, lang: str, lines: Sequence[str]) -> list[list[int]]:
+        return self.text(lang).encode_lines(lines)
+
+    def encode_words(self, lang: str, words: Sequence[str]) -> tuple[list[int], list[int]]:
+        return self.text(lang).encode_words(words)
+
+    def wrap(self, ids: Sequence[int]) -> list[int]:
+        return model_input(ids)
+
+    @torch.no_grad()
+    def hidden_states(self, ids: Tensor, padding_mask: Optional[Tensor], lang: str) -> tuple[Tensor, ...]:
+        """ids Long [B,T] -> n_layers + 1 states [B,T,D] (index 0: embeddings after LayerNorm)."""
+        return self.model.eval().encoder(ids, lang, padding_mask, output_hidden_states=True).hidden_states
+
+    @torch.no_grad()
+    def shifted_decode(self, ids: Tensor, padding_mask: Optional[Tensor], lang: str,
+                       shifts: Sequence[tuple[int, Tensor]], decode_lang: str) -> list[Tensor]:
+        """Per (layer, vector [D]): argmax Long [B,T] of ``decode_lang``'s softmax after shifting layer's output.
+
+        The unshifted states are computed once and only the layers above each shift are re-run
+        (:meth:`Encoder.encode_from`), which is why this is the model's method and not the analysis'.
+        """
+        encoder, head = self.model.eval().encoder, self.model.head
+        states = encoder(ids, lang, padding_mask, output_hidden_states=True).hidden_states
+        out = []
+        for layer, vector in shifts:
+            top = encoder.encode_from(states[layer] + vector, lang, layer, padding_mask).last_hidden_state
+            out.append(head.decode(top, decode_lang).cpu())
+        return out
+
+    def words(self, lang: str, ids: Sequence[int]) -> list[str]:
+        """Ids -> words: specials dropped, ``lang:`` prefixes removed, ``@@`` subwords joined."""
+        tokens = [self.vocab.token(i) for i in ids if i not in self.special_ids]
+        if self.vocab.prefix_lang:
+            tokens = [t.split(":", 1)[1] if ":" in t else t for t in tokens]
+        return " ".join(tokens).replace("@@ ", "").removesuffix("@@").split()
+
+    def reference_words(self, lang: str, line: str) -> list[str]:
+        """The words of a reference: the language's own word tokenizer (what BPE was applied to)."""
+        return self.text(lang).tokenizer.tokenize(line).split()
+
+    def token_set(self, lang: str, path: Optional[str] = None) -> set[int]:
+        """V_lang from a BPE'd text of the language (its whitespace tokens), else from the vocabulary's
+        ownership sidecar (the per-language counts the vocabulary was built from)."""
+        from xlt.utils.errors import require_file
+        from xlt.utils.textio import read_lines
+
+        if path is not None:
+            seen = {i for line in read_lines(require_file(path, "BPE'd text"))
+                    for i in self.vocab.encode(line.split(), lang)}
+            return seen - {UNK_ID}
+        if not self.vocab.languages:
+            raise XltError("the vocabulary has no language ownership sidecar; pass --token-set LANG BPE_TEXT "
+                           "for both languages", os.path.join(self.path, "vocab"))
+        return set(self.vocab.language_ids(lang))

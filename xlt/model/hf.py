@@ -1,0 +1,231 @@
+"""A Hugging Face model as a :class:`~xlt.model.protocol.TextModel`: mBERT, XLM-R, an exported xlt run ...
+
+``--model hf:NAME`` loads through transformers' Auto classes (the hub cache on a user's machine);
+``--model DIR`` loads a local directory written by ``save_pretrained``. The model's own tokenizer
+makes the ids (WordPiece, SentencePiece, XLM's Moses + BPE); word alignment comes from the fast
+tokenizer's ``word_ids`` (a slow tokenizer segments word by word, as xlt's pipeline does). The model
+is loaded with its masked-LM head when the checkpoint has one (``AutoModelForMaskedLM``, every head
+weight present), else as the bare encoder (``AutoModel``): extraction and CKA need only the encoder,
+``shift-decode translate`` refuses a model without a head.
+
+Language embeddings: only XLM models have them (``config.lang2id``); any other model runs without.
+
+Shapes: B batch rows, T positions, D hidden size, V vocabulary.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+from torch import Tensor, nn
+
+from xlt.model.protocol import HF_PREFIX
+from xlt.utils.errors import XltError
+
+# Logits of at most this many positions at once: a 250k-word softmax (XLM-R) over a whole batch
+# would be gigabytes.
+HEAD_CHUNK = 1024
+
+
+def _load_error(spec: str, what: str, err: Exception) -> XltError:
+    first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return XltError(f"cannot load the {what} ({first})", spec)
+
+
+class HFTextModel:
+    """A transformers model and its tokenizer behind the TextModel protocol."""
+
+    step = None
+
+    def __init__(self, spec: str, model: nn.Module, tokenizer: Any, has_head: bool, variant: str = "pretrained"):
+        self.spec, self.model, self.tokenizer, self.has_head, self.variant = spec, model.eval(), tokenizer, has_head, variant
+        self.base = model.base_model if has_head else model
+        config = self.base.config
+        self.config = config
+        self.n_layers = int(config.num_hidden_layers)
+        self.d_model = int(config.hidden_size)
+        limit = int(getattr(config, "max_position_embeddings", 512))
+        # RoBERTa-family position ids start after the padding index: the table has two rows fewer to give.
+        offset = getattr(getattr(self.base, "embeddings", None), "padding_idx", None)
+        if offset is not None:
+            limit -= offset + 1
+        model_max = getattr(tokenizer, "model_max_length", None)
+        self.max_positions = min(limit, model_max) if isinstance(model_max, int) and model_max > 0 else limit
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        self.special_ids = frozenset(tokenizer.all_special_ids)
+        self.unk_id = tokenizer.unk_token_id if tokenizer.unk_token_id is not None else self.pad_id
+        self.lang2id = dict(getattr(config, "lang2id", None) or {})
+        self.uses_lang_emb = bool(getattr(config, "use_lang_emb", False)) and int(getattr(config, "n_langs", 1)) > 1
+        # XLM's tokenizer runs Moses with the language's rules: it takes lang= (no other tokenizer does).
+        self.tokenizer_takes_lang = hasattr(tokenizer, "moses_tokenize")
+
+    # ---- loading -----------------------------------------------------------------------------------
+
+    @classmethod
+    def load(cls, spec: str, device: str | torch.device = "cpu") -> "HFTextModel":
+        """``hf:NAME`` or a local transformers directory -> model (eval mode, on ``device``) + tokenizer."""
+        import transformers
+
+        transformers.logging.set_verbosity_error()  # "some weights newly initialised" is decided on below
+        name = spec[len(HF_PREFIX):] if spec.startswith(HF_PREFIX) else spec
+        try:
+            tokenizer = transformers.AutoTokenizer.from_pretrained(name)
+        except (OSError, ValueError, TypeError, KeyError, AttributeError) as err:
+            raise _load_error(spec, "tokenizer (a transformers model directory needs tokenizer.json or its "
+                                    "tokenizer's vocabulary files)", err) from None
+        if tokenizer is None or not callable(getattr(tokenizer, "convert_ids_to_tokens", None)):
+            raise XltError("no tokenizer in this model directory", spec)
+        try:
+            model, info = transformers.AutoModelForMaskedLM.from_pretrained(name, output_loading_info=True)
+            # A head whose weights are missing would be random: decode nothing with it.
+            has_head = not info.get("missing_keys")
+            if not has_head:
+                model = model.base_model
+        except ValueError:  # no masked-LM class for this architecture
+            model, has_head = None, False
+        except OSError as err:
+            raise _load_error(spec, "model", err) from None
+        if model is None:
+            try:
+                model = transformers.AutoModel.from_pretrained(name)
+            except (OSError, ValueError) as err:
+                raise _load_error(spec, "model", err) from None
+        return cls(spec, model.to(device), tokenizer, has_head)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def source(self) -> str:
+        return self.spec if self.spec.startswith(HF_PREFIX) else os.path.abspath(self.spec)
+
+    def describe(self) -> dict:
+        return {"source": self.source, "kind": "hf", "step": None, "model": self.variant,
+                "model_type": getattr(self.config, "model_type", None)}
+
+    def random_like(self, seed: int) -> "HFTextModel":
+        torch.manual_seed(seed)
+        fresh = type(self.model)(self.model.config).to(self.device)
+        return HFTextModel(self.spec, fresh, self.tokenizer, self.has_head, f"random:{seed}")
+
+    # ---- text --------------------------------------------------------------------------------------
+
+    def check_language(self, lang: str) -> None:
+        if self.uses_lang_emb and lang not in self.lang2id:
+            raise XltError(f"language {lang!r} is not one of this model's ({', '.join(self.lang2id)})", self.source)
+
+    def _kwargs(self, lang: str) -> dict:
+        return {"lang": lang} if self.tokenizer_takes_lang else {}
+
+    def encode_lines(self, lang: str, lines: Sequence[str]) -> list[list[int]]:
+        if not lines:
+            return []
+        return [list(ids) for ids in self.tokenizer(list(lines), add_special_tokens=False, **self._kwargs(lang))["input_ids"]]
+
+    def encode_words(self, lang: str, words: Sequence[str]) -> tuple[list[int], list[int]]:
+        words = list(words)
+        per_word: list[list[int]] = [[] for _ in words]
+        if words and getattr(self.tokenizer, "is_fast", False):
+            encoding = self.tokenizer(words, is_split_into_words=True, add_special_tokens=False)
+            for token_id, word in zip(encoding["input_ids"], encoding.word_ids()):
+                if word is not None:
+                    per_word[word].append(token_id)
+        else:  # a slow tokenizer has no word_ids: segment each word on its own
+            per_word = [self.encode_lines(lang, [w])[0] if w else [] for w in words]
+        ids: list[int] = []
+        starts: list[int] = []
+        for pieces in per_word:
+            starts.append(len(ids))
+            ids.extend(pieces or [self.unk_id])
+        return ids, starts
+
+    def wrap(self, ids: Sequence[int]) -> list[int]:
+        out = list(self.tokenizer.build_inputs_with_special_tokens(list(ids)))
+        if len(out) != len(ids) + 2 or out[1:-1] != list(ids):
+            raise XltError(f"the {type(self.tokenizer).__name__} does not put one special token on each side of "
+                           f"a sentence; xlt's pooling needs that layout", self.source)
+        return out
+
+    def words(self, lang: str, ids: Sequence[int]) -> list[str]:
+        tokens = self.tokenizer.convert_ids_to_tokens([i for i in ids if i not in self.special_ids])
+        return self.tokenizer.convert_tokens_to_string(tokens).split() if tokens else []
+
+    def reference_words(self, lang: str, line: str) -> list[str]:
+        """The reference through the model's own tokenizer and back, so that it is segmented (and cased,
+        and its unknown words spelled) exactly as decoded output is."""
+        return self.words(lang, self.encode_lines(lang, [line])[0])
+
+    def token_set(self, lang: str, path: Optional[str] = None) -> set[int]:
+        """V_lang: ids of every token of a raw text of ``lang`` (a transformers model records no
+        per-language vocabulary, so the text is required)."""
+        from xlt.utils.errors import require_file
+        from xlt.utils.textio import read_lines
+
+        if path is None:
+            raise XltError(f"a transformers model has no record of which tokens {lang} uses; pass --token-set "
+                           f"LANG TEXT (raw text of the language) for both languages", self.source)
+        lines = [line for line in read_lines(require_file(path, "text")) if line.strip()]
+        return {i for ids in self.encode_lines(lang, lines) for i in ids} - self.special_ids
+
+    # ---- the network -------------------------------------------------------------------------------
+
+    def _inputs(self, ids: Tensor, padding_mask: Optional[Tensor], lang: str) -> dict:
+        inputs: dict = {"input_ids": ids, "attention_mask": (torch.ones_like(ids) if padding_mask is None
+                                                             else (~padding_mask).long())}
+        if self.uses_lang_emb:
+            inputs["langs"] = torch.full_like(ids, self.lang2id[lang])
+        return inputs
+
+    @torch.no_grad()
+    def hidden_states(self, ids: Tensor, padding_mask: Optional[Tensor], lang: str) -> tuple[Tensor, ...]:
+        out = self.base(**self._inputs(ids, padding_mask, lang), output_hidden_states=True, return_dict=True)
+        return tuple(out.hidden_states)
+
+    def _layer_outputs(self) -> list[nn.Module]:
+        """The modules whose outputs are layers 0..n_layers (what a shift is added to)."""
+        base = self.base
+        if hasattr(base, "embeddings") and hasattr(getattr(base, "encoder", None), "layer"):
+            return [base.embeddings, *base.encoder.layer]  # BERT, RoBERTa, XLM-R, ELECTRA ...
+        if hasattr(base, "layer_norm_emb") and hasattr(base, "layer_norm2"):
+            return [base.layer_norm_emb, *base.layer_norm2]  # XLM: post-LN, a layer ends at its second LayerNorm
+        raise XltError(f"shift decoding does not know where the layers of a {self.config.model_type} model end",
+                       self.source)
+
+    def _head(self) -> Callable[[Tensor], Tensor]:
+        heads = [m for m in self.model.children() if m is not self.base]
+        if len(heads) != 1:
+            raise XltError(f"cannot tell the masked-LM head of {type(self.model).__name__} apart", self.source)
+        head = heads[0]
+
+        def logits(hidden: Tensor) -> Tensor:
+            out = head(hidden)
+            return out[0] if isinstance(out, (tuple, list)) else out
+        return logits
+
+    @torch.no_grad()
+    def shifted_decode(self, ids: Tensor, padding_mask: Optional[Tensor], lang: str,
+                       shifts: Sequence[tuple[int, Tensor]], decode_lang: str) -> list[Tensor]:
+        """One forward pass per shift, the vector added by a forward hook on the layer's output module,
+        then the MLM head's argmax, ``HEAD_CHUNK`` positions at a time. ``decode_lang`` is unused: a
+        transformers model has one softmax for every language."""
+        if not self.has_head:
+            raise XltError("this model has no masked-LM head (loaded as a bare encoder): shift decoding "
+                           "needs one", self.source)
+        sites, head, out = self._layer_outputs(), self._head(), []
+        for layer, vector in shifts:
+            def add(module, inputs, output, vector=vector):
+                if isinstance(output, tuple):
+                    return (output[0] + vector, *output[1:])
+                return output + vector
+            handle = sites[layer].register_forward_hook(add)
+            try:
+                hidden = self.base(**self._inputs(ids, padding_mask, lang), return_dict=True).last_hidden_state
+            finally:
+                handle.remove()
+            flat = hidden.reshape(-1, hidden.shape[-1])
+            best = [head(flat[s:s + HEAD_CHUNK]).argmax(-1) for s in range(0, flat.shape[0], HEAD_CHUNK)]
+            out.append(torch.cat(best).view(ids.shape).cpu())
+        return out
