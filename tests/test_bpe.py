@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import lzma
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -237,10 +238,104 @@ def test_bad_inputs_give_one_line_and_no_output(tmp_path):
     assert_fails_cleanly(tmp_path, ["apply", "--codes", codes, "--vocab-threshold", 9, good], "needs --vocab")
 
 
-def test_a_missing_fast_tool_says_how_to_install_it(tmp_path):
+def test_apply_without_the_fast_tool_streams_the_same_bytes(sample, tmp_path, monkeypatch):
+    import xlt.text.bpe as bpe_module
+
+    reference = fast_apply(tmp_path, sample["fr"], sample["codes"])
+    monkeypatch.setattr(bpe_module, "find_fast_tool", lambda: None)  # as in a pip install: no `fast`
+    out = tmp_path / "fr.bpe"
+    bpe_module.apply(sample["codes"], sample["fr"], out)
+    assert out.read_bytes() == reference
+
+
+def test_a_wrong_fast_tool_setting_is_one_line(tmp_path):
     good = tmp_path / "good.txt"
     good.write_text("low lower\n", encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "xlt", "bpe", "learn", "-n", "3", str(good)], capture_output=True,
-                          text=True, env={**os.environ, "XLT_FASTBPE": str(tmp_path / "no-fast")})
+    codes = tmp_path / "codes"
+    codes.write_text("l o 2\n", encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "xlt", "bpe", "apply", "--codes", str(codes), str(good)],
+                          capture_output=True, text=True, env={**os.environ, "XLT_FASTBPE": str(tmp_path / "no-fast")})
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert "make install" in proc.stderr and "no-fast" in proc.stderr
+
+
+# ---- the in-process learner against fastBPE and against textbook BPE ---------------------------
+def tie_corpus(tmp: Path, seed: int, alphabet: str, lines: int) -> Path:
+    """Short random words over a small alphabet: most pairs tie, so only fastBPE's exact order passes."""
+    rng = random.Random(seed)
+    text = "\n".join(" ".join("".join(rng.choice(alphabet) for _ in range(rng.choice((1, 2, 3, 5, 9, 17))))
+                               for _ in range(rng.randint(0, 9))) for _ in range(lines))
+    path = tmp / f"ties{seed}.txt"
+    path.write_text(text + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("seed, alphabet, lines, merges", [
+    (1, "ab", 200, 300), (2, "abc", 1500, 2000), (3, "aé猫🐈\t\r", 800, 400), (4, "xyz", 5, 50)])
+def test_learn_and_vocab_match_fast_where_pairs_tie(tmp_path, monkeypatch, seed, alphabet, lines, merges):
+    from xlt.text.bpe import build_vocabulary, learn
+
+    path = tie_corpus(tmp_path, seed, alphabet, lines)
+    reference = [line for line in fast("learnbpe", merges, path).splitlines(keepends=True) if not line.endswith(b" 0\n")]
+    vocab = fast("getvocab", path)
+    monkeypatch.setattr(subprocess, "Popen", None)  # no tool runs: learn and vocab are in-process
+    learn([path], merges, tmp_path / "codes")
+    assert (tmp_path / "codes").read_bytes() == b"".join(reference)
+    build_vocabulary([path], tmp_path / "vocab")
+    assert (tmp_path / "vocab").read_bytes() == vocab
+
+
+def test_learn_matches_fast_on_a_nul_byte_and_one_letter_words(tmp_path):
+    path = tmp_path / "odd.txt"  # fastBPE splits a word into characters only up to a NUL byte
+    path.write_bytes(b"ab\0cd ab\0cd \0x a a b ab abab\x00 cd\n" * 3)
+    res = run_xlt("bpe", "learn", "-n", 20, path, check=True)
+    assert res.stdout.encode("utf-8") == b"".join(
+        line for line in fast("learnbpe", 20, path).splitlines(keepends=True) if not line.endswith(b" 0\n"))
+
+
+def textbook_merges(words: dict[str, int], merges: int, chosen: list[tuple[str, str, int]]) -> list[tuple[str, str, int]]:
+    """Sennrich et al.'s learner, recounting every pair of the whole corpus before each merge.
+
+    Ties have no textbook answer: where several pairs share the top count, take the one in
+    ``chosen`` if it is among them (fastBPE's order decides), else the first and let the test fail.
+    """
+    split = {w: list(w[:-1]) + [w[-1] + "</w>"] for w in words}
+    result = []
+    for step in range(merges):
+        counts: dict[tuple[str, str], int] = {}
+        for word, pieces in split.items():
+            for pair in zip(pieces, pieces[1:]):
+                counts[pair] = counts.get(pair, 0) + words[word]
+        if not counts:
+            break
+        top = max(counts.values())
+        tied = sorted(p for p, c in counts.items() if c == top)
+        pair = chosen[step][:2] if step < len(chosen) and chosen[step][:2] in tied else tied[0]
+        result.append((*pair, top))
+        for word, pieces in split.items():
+            merged, i = [], 0
+            while i < len(pieces):
+                if i + 1 < len(pieces) and (pieces[i], pieces[i + 1]) == pair:
+                    merged.append(pieces[i] + pieces[i + 1])
+                    i += 2
+                else:
+                    merged.append(pieces[i])
+                    i += 1
+            split[word] = merged
+    return result
+
+
+def test_learn_agrees_with_textbook_bpe(tmp_path):
+    text = "low low low low low lower lower newest newest newest newest newest newest widest widest widest " \
+           "aaaa aaa aa banana bandana élan élan 猫猫 猫\n"
+    path = tmp_path / "tiny.txt"
+    path.write_text(text, encoding="utf-8")
+    codes = tmp_path / "codes"
+    written = run_xlt("bpe", "learn", "-n", 100, path, "-o", codes, check=True)
+    ours = [tuple(line.split(" ")) for line in codes.read_text(encoding="utf-8").splitlines()]
+    ours = [(a, b, int(c)) for a, b, c in ours]
+    words: dict[str, int] = {}
+    for word in text.split():
+        words[word] = words.get(word, 0) + 1
+    assert ours == textbook_merges(words, 100, ours)
+    assert f"only {len(ours)} merges" in written.stderr  # the corpus ran out of pairs before 100

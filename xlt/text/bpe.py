@@ -1,16 +1,18 @@
-"""Byte-pair encoding through fastBPE: learn codes, apply them, count vocabularies, compare languages.
+"""Byte-pair encoding with fastBPE's formats: learn codes, apply them, count vocabularies, compare languages.
 
-xlt wraps fastBPE rather than re-implementing it (docs/bpe.md gives the full reasoning):
+Every output is byte-identical to fastBPE's (docs/bpe.md gives the full reasoning):
 
-* ``fast learnbpe`` breaks ties between equally frequent pairs by token ids that follow the
-  iteration order of a libstdc++ ``unordered_map<string, ...>``, so only fastBPE itself reproduces
-  its codes byte for byte, and XLM users' codes must work here and ours there.
-* ``fast applybpe`` is multi-threaded C++: running it on the file is as fast as fastBPE by construction.
+* ``learn`` and the vocabularies run in-process (:mod:`xlt.text.bpe_learn`), which reproduces
+  ``fast learnbpe``'s tie-breaking, so any install works without the compiled tool and codes
+  learned by XLM users work here and ours there.
+* ``apply`` on a plain file runs ``fast applybpe`` (multi-threaded C++) when that tool is installed
+  (``make install`` compiles it); otherwise, and for stdin or compressed input, it streams through
+  fastBPE's Python binding, with the same output.
 
-What xlt adds around the tool: inputs are checked first (strict UTF-8 with line numbers, the codes
-and vocabulary formats), because fastBPE aborts or silently misbehaves on bad files; several,
-compressed or stdin inputs are streamed into ``fast ... -``; outputs are atomic; fastBPE's log stays
-hidden unless it fails. Two deliberate differences, both where fastBPE's own output is broken:
+What xlt adds: inputs are checked first (strict UTF-8 with line numbers, the codes and vocabulary
+formats), because fastBPE aborts or silently misbehaves on bad files; several, compressed or stdin
+inputs are accepted; outputs are atomic; fastBPE's log stays hidden unless it fails. Two deliberate
+differences, both where fastBPE's own output is broken:
 
 * a file without a final newline: fastBPE drops its last word (learn, getvocab, applybpe); xlt keeps it,
   i.e. xlt's output is fastBPE's on the file with the newline added (for apply: without adding one).
@@ -28,7 +30,8 @@ import sys
 import tempfile
 from typing import BinaryIO, Iterator, Optional, Sequence
 
-from xlt.text.fastbpe import check_inputs, copy_to, corpus_feed, run_fast, text_blocks
+from xlt.text.bpe_learn import count_words, learn_merges, sorted_vocabulary, vocabulary_lines
+from xlt.text.fastbpe import check_inputs, copy_to, corpus_feed, find_fast_tool, run_fast, text_blocks
 from xlt.text.vocab import SIDECAR_SUFFIX, Vocabulary
 from xlt.utils import log
 from xlt.utils.errors import PathLike, XltError, require_file
@@ -52,24 +55,18 @@ def learn(corpora: Sequence[PathLike], merges: int, output: Optional[PathLike] =
     if not 1 <= merges < 2 ** 31:  # fastBPE reads the count with std::stoi (a C int)
         raise XltError(f"the number of merges must be between 1 and 2^31 - 1, not {merges}")
     corpora = check_inputs(corpora, "corpus")
-    with tempfile.TemporaryFile() as raw, log.progress("learning BPE merges", total=merges) as bar:
-        def show_progress() -> None:
-            if log.progress_enabled():
-                bar.update(completed=os.pread(raw.fileno(), 1 << 30, 0).count(b"\n"))
-
-        run_fast(["learnbpe", str(merges), "-"], raw, corpus_feed(corpora), show_progress)
-        raw.seek(0)
-        with tempfile.TemporaryFile() as codes:
-            written = 0
-            for line in raw:
-                if line.rstrip(b"\n").rsplit(b" ", 1)[-1] == b"0":
-                    break  # no pair is left: fastBPE would now repeat a zero-count merge
-                codes.write(line)
-                written += 1
-            if written == 0:
-                raise XltError("nothing to merge: every word of the corpus is a single character",
-                               corpora[0] if len(corpora) == 1 else None)
-            copy_to(output, codes)
+    counts = count_words(corpus_feed(corpora))
+    written = 0
+    with tempfile.TemporaryFile() as codes, log.progress("learning BPE merges", total=merges) as bar:
+        for left, right, count in learn_merges(counts, merges):
+            codes.write(f"{left} {right} {count}\n".encode("utf-8"))
+            written += 1
+            if written % 500 == 0:
+                bar.update(completed=written)
+        if written == 0:
+            raise XltError("nothing to merge: every word of the corpus is a single character",
+                           corpora[0] if len(corpora) == 1 else None)
+        copy_to(output, codes)
         bar.update(completed=merges)
     if written < merges:
         log.info(f"the corpus allows only {written} merges of the {merges} asked for; wrote {written}")
@@ -78,19 +75,13 @@ def learn(corpora: Sequence[PathLike], merges: int, output: Optional[PathLike] =
 
 # ---- vocabularies ----------------------------------------------------------------------------
 def _getvocab(paths: Sequence[str], out: BinaryIO) -> None:
-    run_fast(["getvocab", "-"], out, corpus_feed(paths))
+    out.writelines(vocabulary_lines(count_words(corpus_feed(paths))))
 
 
 def count_vocabulary(paths: Sequence[PathLike]) -> Vocabulary:
     """Token counts of BPE'd text, as ``fast getvocab`` counts and sorts them."""
-    with tempfile.TemporaryFile() as raw:
-        _getvocab(check_inputs(paths, "input"), raw)
-        raw.seek(0)
-        tokens, counts = [], []
-        for line in raw:
-            token, count = line.decode("utf-8").rstrip("\n").rsplit(" ", 1)
-            tokens.append(token)
-            counts.append(int(count))
+    ranked = sorted_vocabulary(count_words(corpus_feed(check_inputs(paths, "input"))))
+    tokens, counts = [t.decode("utf-8") for t, _ in ranked], [c for _, c in ranked]
     return Vocabulary(tokens, counts)
 
 
@@ -247,8 +238,8 @@ def apply(codes: PathLike, input: PathLike = "-", output: Optional[PathLike] = N
           vocab: Optional[PathLike] = None, vocab_threshold: Optional[int] = None) -> None:
     """Write ``input`` with BPE applied (``@@ `` between the pieces of a word), like ``fast applybpe``.
 
-    A plain file goes through ``fast applybpe`` itself (multi-threaded, fastBPE's speed); stdin and
-    .gz/.xz inputs stream through the Python binding in blocks (constant memory). Both give the same
+    A plain file goes through ``fast applybpe`` itself (multi-threaded, fastBPE's speed) when the
+    tool is installed; otherwise, and for stdin and .gz/.xz inputs, the text streams through the Python binding in blocks (constant memory). Both give the same
     bytes, whitespace included.
 
     Args:
@@ -261,8 +252,8 @@ def apply(codes: PathLike, input: PathLike = "-", output: Optional[PathLike] = N
     codes = check_codes(codes)
     input = require_file(input, "input")
     with vocabulary_limit(vocab, vocab_threshold) as vocab_file:
-        if _is_plain_file(input):
-            _apply_file(codes, input, output, vocab_file)
+        if _is_plain_file(input) and (tool := find_fast_tool()) is not None:
+            _apply_file(tool, codes, input, output, vocab_file)
             return
         bpe = BPE(codes, vocab_file or None)
         with atomic_output(output, "wb") as out:
@@ -270,7 +261,7 @@ def apply(codes: PathLike, input: PathLike = "-", output: Optional[PathLike] = N
                 out.write("\n".join(bpe.apply(block.decode("utf-8").split("\n"))).encode("utf-8"))
 
 
-def _apply_file(codes: str, input: str, output: Optional[PathLike], vocab_file: str) -> None:
+def _apply_file(tool: str, codes: str, input: str, output: Optional[PathLike], vocab_file: str) -> None:
     """``fast applybpe`` on a plain file, plus the last word that it drops when there is no final newline."""
     last = b""
     for block in text_blocks(input):  # checks the whole file is UTF-8 before fastBPE sees it
@@ -279,7 +270,7 @@ def _apply_file(codes: str, input: str, output: Optional[PathLike], vocab_file: 
     with _output_path(output) as tmp:
         if os.path.getsize(input) > len(tail):  # fastBPE fails on an output of zero bytes
             args = ["applybpe", tmp, input, codes] + ([vocab_file] if vocab_file else [])
-            run_fast(args, subprocess.DEVNULL)
+            run_fast(args, subprocess.DEVNULL, tool=tool)
         with open(tmp, "ab") as out:
             if tail:
                 out.write(BPE(codes, vocab_file or None).apply([tail.decode("utf-8")])[0].encode("utf-8"))

@@ -1,6 +1,7 @@
 """The fastBPE command-line tool and the checked byte streams fed to it.
 
-:func:`fast_tool` finds the ``fast`` binary that ``make install`` compiles from fastBPE's sdist;
+:func:`fast_tool` finds the ``fast`` binary that ``make install`` compiles from fastBPE's sdist
+(optional: ``xlt bpe apply`` uses it for speed on plain files, everything else runs in-process);
 :func:`run_fast` runs it with its log hidden unless it fails; :func:`text_blocks` and
 :func:`corpus_feed` stream inputs (plain, compressed or stdin) in blocks that end at a newline,
 checked for UTF-8 with line numbers first, because fastBPE aborts or misbehaves on bad bytes.
@@ -26,8 +27,12 @@ BLOCK_BYTES = 1 << 22          # streaming unit: 4 MiB, cut after a newline
 
 
 # ---- the fastBPE tool ------------------------------------------------------------------------
-def fast_tool() -> str:
-    """Path of fastBPE's ``fast`` executable: ``$XLT_FASTBPE``, else beside Python, else on PATH."""
+def find_fast_tool() -> Optional[str]:
+    """Path of fastBPE's ``fast`` executable: ``$XLT_FASTBPE``, else beside Python, else on PATH; None if absent.
+
+    Raises:
+        XltError: ``$XLT_FASTBPE`` names no executable (a setting that is wrong, not merely absent).
+    """
     configured = os.environ.get(FAST_ENV)
     if configured:
         if os.path.isfile(configured) and os.access(configured, os.X_OK):
@@ -36,21 +41,26 @@ def fast_tool() -> str:
     beside = Path(sys.executable).parent / "fast"
     if beside.is_file() and os.access(beside, os.X_OK):
         return str(beside)
-    found = shutil.which("fast")
-    if found:
-        return found
-    raise XltError("fastBPE's `fast` tool was not found beside Python, on PATH or in $XLT_FASTBPE; run make install")
+    return shutil.which("fast")
+
+
+def fast_tool() -> str:
+    """Like :func:`find_fast_tool`, but the tool must exist."""
+    found = find_fast_tool()
+    if found is None:
+        raise XltError("fastBPE's `fast` tool was not found beside Python, on PATH or in $XLT_FASTBPE; run make install")
+    return found
 
 
 def run_fast(args: Sequence[str], stdout: Union[BinaryIO, int], feed: Optional[Iterable[bytes]] = None,
-             while_running: Optional[Callable[[], None]] = None) -> None:
+             while_running: Optional[Callable[[], None]] = None, tool: Optional[str] = None) -> None:
     """Run ``fast ARGS`` writing to ``stdout``, streaming ``feed`` into its stdin.
 
     Its log (stderr) is kept in a temporary file and shown only if it fails. An exception raised
     by ``feed`` (e.g. a bad line in a corpus) kills the tool and propagates.
     """
     with tempfile.TemporaryFile() as errlog:
-        proc = subprocess.Popen([fast_tool(), *args], stdout=stdout, stderr=errlog,
+        proc = subprocess.Popen([tool or fast_tool(), *args], stdout=stdout, stderr=errlog,
                                 stdin=subprocess.DEVNULL if feed is None else subprocess.PIPE)
         try:
             if feed is not None:
