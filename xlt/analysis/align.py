@@ -25,16 +25,17 @@ from typing import Optional, Sequence
 import numpy as np
 import torch
 
-from xlt.analysis.dictionaries import read_muse_dictionary
+from xlt.analysis.dictionaries import NO_TAG, pos_breakdown, read_muse_dictionary, read_pos_lexicon
 from xlt.analysis.extract import resolve_layers, word_vectors
-from xlt.analysis.procrustes import ITERNORM_ROUNDS, align_spaces
-from xlt.analysis.retrieval import BLOCK_SIZE, CSLS_K, mean_reciprocal_rank, precision_at_k, topk_cosine, topk_csls
+from xlt.analysis.procrustes import ITERNORM_ROUNDS, align_spaces, unit_length
+from xlt.analysis.retrieval import (BLOCK_SIZE, CSLS_K, gold_ranks, precision_at_k, rank_scores, topk_cosine,
+                                    topk_csls)
 from xlt.pretrain.pretrained import PretrainedRun
 from xlt.text.vocab import UNK_ID
 from xlt.utils import log
 from xlt.utils.device import DEVICE_HELP, resolve_device
-from xlt.utils.errors import XltError
-from xlt.utils.textio import read_lines
+from xlt.utils.errors import XltError, require_file
+from xlt.utils.textio import atomic_path, check_output_paths, read_lines
 
 KS = (1, 5, 10)
 
@@ -122,28 +123,132 @@ def usable_pairs(path: str, source: WordSpace, target: WordSpace, source_key=str
                   "source_words": int(len(np.unique(rows[:, 0])))}
 
 
-def word_translation(source: np.ndarray, target: np.ndarray, train: np.ndarray, test: np.ndarray,
-                     settings: AlignSettings) -> dict:
-    """Learn W on ``train`` pairs, evaluate source -> target translation of ``test``'s source words.
+MAPS = ("procrustes", "none")
+CANDIDATES = ("dictionary", "vocabulary")
 
-    source [Ns,D], target [Nt,D]: whole spaces; train/test int [P,2] rows. Retrieval is over the
-    whole target space (NN and CSLS, whose r_S uses the whole mapped source space); MRR (Liu et al.)
-    ranks the test dictionary's target words by cosine.
+
+@dataclass
+class WordSettings:
+    """How word translation is measured (``xlt align word`` and ``contextual-word``)."""
+
+    map: str = field(default="procrustes", metadata={
+        "help": "procrustes: an orthogonal map learned on --train-dict (Wu et al.); none: the joint space "
+                "as it is, cosine only (Liu et al.; no --train-dict needed)."})
+    candidates: str = field(default="dictionary", metadata={
+        "help": "What MRR ranks the gold translation among: dictionary = the test dictionary's target "
+                "words (Liu et al., Eq. 1), vocabulary = the whole target space."})
+    csls: bool = field(default=True, metadata={
+        "help": "Also CSLS P@k (its r_S costs targets x the whole source space: --no-csls for big vocabularies)."})
+    pos_from: Optional[str] = field(default=None, metadata={
+        "help": "CoNLL-U treebank (UD English EWT): MRR broken down by each source word's most frequent UPOS."})
+    save_map: Optional[str] = field(default=None, metadata={
+        "help": "Write the learned W: float32 .npy, [D,D] (or [L,D,D], one per layer); "
+                "iternorm(x_source) @ W is in the target space."})
+
+    def __post_init__(self) -> None:
+        if self.map not in MAPS:
+            raise XltError(f"--map must be one of {', '.join(MAPS)}, got {self.map!r}")
+        if self.candidates not in CANDIDATES:
+            raise XltError(f"--candidates must be one of {', '.join(CANDIDATES)}, got {self.candidates!r}")
+        if self.save_map is not None:
+            if self.map == "none":
+                raise XltError("--save-map needs --map procrustes (with --map none nothing is learned)")
+            check_output_paths(self.save_map)
+        if self.pos_from is not None:
+            require_file(self.pos_from, "CoNLL-U file")
+
+    def check(self, train_dictionary: Optional[str]) -> None:
+        """Before any work: Procrustes needs training pairs."""
+        if self.map == "procrustes" and train_dictionary is None:
+            raise XltError("--map procrustes learns W on --train-dict: give one, or --map none (the joint space)")
+
+
+def _gold_sets(test: np.ndarray, queries: np.ndarray) -> list[set[int]]:
+    """For each query row (sorted, unique), its gold target rows in ``test`` [P,2]: one pass, O(P)."""
+    gold: dict[int, set[int]] = {}
+    for s_row, t_row in test.tolist():
+        gold.setdefault(s_row, set()).add(t_row)
+    return [gold[q] for q in queries.tolist()]
+
+
+def word_translation(source: np.ndarray, target: np.ndarray, train: Optional[np.ndarray], test: np.ndarray,
+                     settings: AlignSettings, word: WordSettings = WordSettings(),
+                     tags: Optional[Sequence[str]] = None) -> tuple[dict, Optional[np.ndarray]]:
+    """Evaluate source -> target translation of ``test``'s source words, after a map learned on
+    ``train`` (``word.map="procrustes"``) or in the joint space as it is (``"none"``).
+
+    source [Ns,D], target [Nt,D]: whole spaces; train/test int [P,2] rows; tags [Ns]: a UPOS per
+    source row (``word.pos_from``). NN and CSLS P@k search the whole target space (CSLS's r_S the
+    whole mapped source space); MRR (Liu et al.) ranks ``word.candidates`` by cosine, and the same
+    ranks give ``ranked`` P@k and the per-tag breakdown. Returns (scores, W [D,D] or None).
     """
     if len(target) < max(KS):
         raise XltError(f"the target space has only {len(target)} words: P@{max(KS)} needs at least {max(KS)} "
                        "candidates (more text, a larger --max-words or a larger vocabulary)")
-    mapped, target_n, _ = align_spaces(source, target, train, settings.iternorm_rounds)
+    if word.map == "procrustes":
+        mapped, target_n, W = align_spaces(source, target, train, settings.iternorm_rounds)
+    else:
+        mapped, target_n, W = unit_length(source), unit_length(target), None
     queries = np.unique(test[:, 0])
-    gold = [set(test[test[:, 0] == q, 1].tolist()) for q in queries]
+    gold = _gold_sets(test, queries)
     kw = {"block_size": settings.block_size, "device": settings.device}
     _, nn = topk_cosine(mapped[queries], target_n, k=max(KS), **kw)
-    _, csls = topk_csls(mapped[queries], target_n, k=max(KS), source_space=mapped, csls_k=settings.csls_k, **kw)
-    candidates = np.unique(test[:, 1])
+    scores: dict = {"queries": int(len(queries)), "nn": precision_at_k(nn, gold, KS)}
+    if word.csls:
+        _, csls = topk_csls(mapped[queries], target_n, k=max(KS), source_space=mapped, csls_k=settings.csls_k, **kw)
+        scores["csls"] = precision_at_k(csls, gold, KS)
+    candidates = np.unique(test[:, 1]) if word.candidates == "dictionary" else np.arange(len(target_n))
     position = {row: p for p, row in enumerate(candidates.tolist())}
-    mrr = mean_reciprocal_rank(mapped[queries], target_n[candidates], [{position[g] for g in s} for s in gold], **kw)
-    return {"queries": int(len(queries)), "nn": precision_at_k(nn, gold, KS),
-            "csls": precision_at_k(csls, gold, KS), "mrr": mrr, "mrr_candidates": int(len(candidates))}
+    ranks = gold_ranks(mapped[queries], target_n[candidates], [{position[g] for g in s} for s in gold], **kw)
+    ranked = rank_scores(ranks, KS)
+    scores.update(mrr=ranked.pop("mrr"), mrr_candidates=int(len(candidates)), ranked=ranked)
+    if tags is not None:
+        scores["by_pos"] = pos_breakdown(ranks, [tags[q] for q in queries.tolist()])
+    return scores, W
+
+
+def source_tags(space: WordSpace, conllu: str) -> list[str]:
+    """Each source row's most frequent UPOS in ``conllu`` (:data:`NO_TAG` if absent). [N]"""
+    lexicon = read_pos_lexicon(conllu)
+    # A "(mean)" row of several subwords is tagged as its word.
+    return [lexicon.get(w.split("\t")[0].lower(), NO_TAG) for w in space.words]
+
+
+def save_maps(path: str, maps: Sequence[np.ndarray], labels: Sequence) -> dict:
+    """Write W ([D,D] for one layer, else [L,D,D]) as float32 .npy, atomically; describe it."""
+    W = np.stack(maps).astype(np.float32)
+    W = W[0] if len(maps) == 1 else W
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        np.save(f, W)  # a file object: np.save would append ".npy" to the temporary name
+    return {"file": path, "shape": list(W.shape), "layers": list(labels),
+            "orientation": "iternorm(x_source) @ W -> target space"}
+
+
+def evaluate_spaces(source: WordSpace, target: WordSpace, train_dictionary: Optional[str], test_dictionary: str,
+                    settings: AlignSettings, word: WordSettings, labels: Sequence, source_key=str,
+                    target_key=str) -> dict:
+    """Dictionary pairs, then :func:`word_translation` per layer (``labels``), the POS breakdown and
+    the saved map: the part of the result every word-level procedure shares."""
+    word.check(train_dictionary)
+    train, train_info = (usable_pairs(train_dictionary, source, target, source_key, target_key)
+                         if train_dictionary is not None else (None, None))
+    test, test_info = usable_pairs(test_dictionary, source, target, source_key, target_key)
+    log.info(f"dictionaries: " + (f"{train_info['usable']}/{train_info['pairs']} train and " if train_info else "")
+             + f"{test_info['usable']}/{test_info['pairs']} test pairs usable")
+    tags = source_tags(source, word.pos_from) if word.pos_from else None
+    results, maps = [], []
+    with log.progress("layers", total=len(labels), unit="layers") as bar:
+        for k, label in enumerate(labels):
+            scores, W = word_translation(source.vectors[k], target.vectors[k], train, test, settings, word, tags)
+            results.append({"layer": label, **scores})
+            maps.append(W)
+            bar.advance(1)
+    out = {"map": word.map, "candidates": word.candidates, "pos_from": word.pos_from,
+           "space": {"source_words": len(source.words), "target_words": len(target.words)},
+           "train": train_info, "test": test_info, "results": results}
+    if word.save_map is not None:
+        out["saved_map"] = save_maps(word.save_map, maps, labels)
+    return out
 
 
 # ---- word: the token embedding tables -------------------------------------------------------
@@ -178,25 +283,21 @@ def embedding_space(run: PretrainedRun, lang: str, dictionary_words: Sequence[st
     return WordSpace(words + extra_words, vectors[None]), key
 
 
-def align_word(model: str, source_lang: str, target_lang: str, train_dictionary: str, test_dictionary: str,
+def align_word(model: str, source_lang: str, target_lang: str, train_dictionary: Optional[str], test_dictionary: str,
                target_model: Optional[str] = None, subwords: str = "single",
-               settings: AlignSettings = AlignSettings()) -> dict:
-    """``xlt align word``: non-contextual alignment of the two token embedding tables (Figure 4a)."""
+               settings: AlignSettings = AlignSettings(), word: WordSettings = WordSettings()) -> dict:
+    """``xlt align word``: the two token embedding tables, mapped (Figure 4a) or as one joint space."""
     if subwords not in ("single", "mean"):
         raise XltError(f"unknown subword handling {subwords!r} (single or mean)")
+    word.check(train_dictionary)
     sides = Sides.load(model, source_lang, target_lang, target_model, settings)
-    pairs = read_muse_dictionary(train_dictionary) + read_muse_dictionary(test_dictionary)
+    pairs = [p for path in (train_dictionary, test_dictionary) if path for p in read_muse_dictionary(path)]
     source, source_key = embedding_space(sides.source, source_lang, [s for s, _ in pairs], subwords)
     target, target_key = embedding_space(sides.target, target_lang, [t for _, t in pairs], subwords)
-    keys = (lambda w: source_key.get(w), lambda w: target_key.get(w))
-    train, train_info = usable_pairs(train_dictionary, source, target, *keys)
-    test, test_info = usable_pairs(test_dictionary, source, target, *keys)
-    log.info(f"dictionaries: {train_info['usable']}/{train_info['pairs']} train and "
-             f"{test_info['usable']}/{test_info['pairs']} test pairs usable")
-    scores = word_translation(source.vectors[0], target.vectors[0], train, test, settings)
+    evaluated = evaluate_spaces(source, target, train_dictionary, test_dictionary, settings, word, ["embeddings"],
+                                lambda w: source_key.get(w), lambda w: target_key.get(w))
     return {"command": "align word", **sides.describe(), "subwords": subwords, "settings": asdict(settings),
-            "space": {"source_words": len(source.words), "target_words": len(target.words)},
-            "train": train_info, "test": test_info, "results": [{"layer": "embeddings", **scores}]}
+            **evaluated}
 
 
 # ---- contextual-word: mean contextual vectors over a corpus ----------------------------------
@@ -248,10 +349,13 @@ def contextual_space(run: PretrainedRun, lang: str, corpus: str, n_sentences: in
 
 
 def align_contextual_word(model: str, source_lang: str, target_lang: str, source_corpus: str, target_corpus: str,
-                          train_dictionary: str, test_dictionary: str, target_model: Optional[str] = None,
+                          train_dictionary: Optional[str], test_dictionary: str, target_model: Optional[str] = None,
                           n_sentences: int = 10000, max_words: int = 50000, layers: Optional[Sequence[int]] = None,
-                          pooling: str = "mean", settings: AlignSettings = AlignSettings()) -> dict:
-    """``xlt align contextual-word``: per-layer mean contextual word vectors, aligned (Figure 4b)."""
+                          pooling: str = "mean", settings: AlignSettings = AlignSettings(),
+                          word: WordSettings = WordSettings()) -> dict:
+    """``xlt align contextual-word``: per-layer mean contextual word vectors (Figure 4b; with
+    ``word.map="none"`` Liu et al.'s BERT word retrieval: each word the mean of its contexts)."""
+    word.check(train_dictionary)
     sides = Sides.load(model, source_lang, target_lang, target_model, settings)
     chosen = sides.layers(layers)
     source = contextual_space(sides.source, source_lang, source_corpus, n_sentences, max_words, chosen, pooling,
@@ -260,16 +364,8 @@ def align_contextual_word(model: str, source_lang: str, target_lang: str, source
                               settings)
     # Dictionary words are normalised like the corpus (e.g. lowercased) before the lookup.
     src_tok, tgt_tok = sides.source.text(source_lang).tokenizer, sides.target.text(target_lang).tokenizer
-    keys = (lambda w: src_tok.tokenize(w), lambda w: tgt_tok.tokenize(w))
-    train, train_info = usable_pairs(train_dictionary, source, target, *keys)
-    test, test_info = usable_pairs(test_dictionary, source, target, *keys)
-    results = []
-    with log.progress("layers", total=len(chosen), unit="layers") as bar:
-        for k, layer in enumerate(chosen):
-            results.append({"layer": layer, **word_translation(source.vectors[k], target.vectors[k], train, test,
-                                                               settings)})
-            bar.advance(1)
+    evaluated = evaluate_spaces(source, target, train_dictionary, test_dictionary, settings, word, chosen,
+                                lambda w: src_tok.tokenize(w), lambda w: tgt_tok.tokenize(w))
     return {"command": "align contextual-word", **sides.describe(), "pooling": pooling,
-            "n_sentences": n_sentences, "max_words": max_words, "settings": asdict(settings),
-            "space": {"source_words": len(source.words), "target_words": len(target.words)},
-            "train": train_info, "test": test_info, "layers": chosen, "results": results}
+            "n_sentences": n_sentences, "max_words": max_words, "settings": asdict(settings), "layers": chosen,
+            **evaluated}

@@ -4,6 +4,8 @@
   (``en-fr.0-5000.txt`` to train, ``en-fr.5000-6500.txt`` to test).
 * :func:`grow_diag_final_and` -- Koehn's symmetrisation of a forward and a reverse alignment.
 * :func:`one_to_one` -- the links whose two words have no other link.
+* :func:`read_pos_lexicon` / :func:`pos_breakdown` -- each word's most frequent UPOS in a CoNLL-U
+  treebank, and retrieval scores per tag (Liu et al. 2020, "What makes ...", Table 1).
 * :func:`contextual_dictionary` -- fast_align forward + reverse on a parallel corpus,
   grow-diag-final-and, one-to-one links: the "dictionary of parallel contextual words" of Wu et al.
   (2020) §5.1.2, and crosslingual-nlp's recipe.
@@ -13,13 +15,21 @@ A link is ``(source word index, target word index)`` within one sentence pair.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Sequence
+
+import numpy as np
 
 from xlt.analysis.fastalign import FastAlignSettings, Link, align_directions
 from xlt.utils.errors import PathLike, XltError, require_file
 from xlt.utils.textio import read_numbered_lines
+
+# Universal Dependencies' word classes (universaldependencies.org/u/pos): Liu et al. group their
+# tags into open and closed classes the same way; PUNCT, SYM and X belong to neither.
+OPEN_CLASS = ("ADJ", "ADV", "INTJ", "NOUN", "PROPN", "VERB")
+CLOSED_CLASS = ("ADP", "AUX", "CCONJ", "DET", "NUM", "PART", "PRON", "SCONJ")
+NO_TAG = "none"  # a word the treebank never has
 
 # Koehn's neighbourhood: the four sides, then the diagonals.
 NEIGHBOURS = ((-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1))
@@ -52,6 +62,45 @@ def read_muse_dictionary(path: PathLike) -> list[tuple[str, str]]:
     if not pairs:
         raise XltError("empty dictionary", path)
     return pairs
+
+
+def read_pos_lexicon(path: PathLike) -> dict[str, str]:
+    """{lowercased word form: its most frequent UPOS} over a CoNLL-U file (ties: the tag first in
+    alphabetical order). Multi-word token lines (``1-2``) and empty nodes (``1.1``) are skipped.
+
+    Lowercased because MUSE dictionaries are lowercase and treebanks are not ("The" counts as "the").
+    """
+    path = require_file(path, "CoNLL-U file")
+    counts: dict[str, Counter] = defaultdict(Counter)
+    for number, line in read_numbered_lines(path):
+        if not line.strip() or line.startswith("#"):
+            continue
+        fields = line.split("\t")
+        if len(fields) != 10:
+            raise XltError(f"expected 10 tab-separated CoNLL-U columns, got {len(fields)}", path, number)
+        if not fields[0].isdigit():
+            continue
+        counts[fields[1].lower()][fields[3]] += 1
+    if not counts:
+        raise XltError("no word lines (not a CoNLL-U file?)", path)
+    return {form: min(tags.items(), key=lambda tc: (-tc[1], tc[0]))[0] for form, tags in counts.items()}
+
+
+def pos_breakdown(ranks: np.ndarray, tags: Sequence[str]) -> dict[str, dict]:
+    """Retrieval scores per tag, and for the open and closed classes: {tag: {"mrr", "p@1", ..., "queries"}}.
+
+    ranks int [Q] (1 = first), tags [Q] one UPOS (or :data:`NO_TAG`) per query.
+    """
+    from xlt.analysis.retrieval import rank_scores
+
+    ranks, tags = np.asarray(ranks), np.asarray(list(tags), dtype=object)
+    if len(ranks) != len(tags):
+        raise ValueError(f"{len(ranks)} ranks for {len(tags)} tags")
+    groups = {tag: tags == tag for tag in sorted(set(tags.tolist()))}
+    groups["open"] = np.isin(tags, OPEN_CLASS)
+    groups["closed"] = np.isin(tags, CLOSED_CLASS)
+    return {name: {**rank_scores(ranks[mask]), "queries": int(mask.sum())} for name, mask in groups.items()
+            if mask.any()}
 
 
 def grow_diag_final_and(forward: Sequence[Link], reverse: Sequence[Link]) -> list[Link]:

@@ -9,8 +9,9 @@ so the full [queries x keys] similarity matrix never exists: a 200k x 200k CSLS 
   nearest neighbours in the other space (Conneau et al., 2018).
 * :func:`topk_csls` -- ``CSLS(x, y) = 2 cos(x, y) - r_T(x) - r_S(y)`` with k = 10 (MUSE).
 * :func:`precision_at_k` -- P@k where any gold translation counts (MUSE).
-* :func:`mean_reciprocal_rank` -- Liu et al. (2020) §3.1.1: cosine, the rank of the gold translation
-  among the candidates.
+* :func:`gold_ranks` / :func:`mean_reciprocal_rank` -- Liu et al. (2020) §3.1.1: cosine, the rank of
+  the gold translation among the candidates, and their mean reciprocal; :func:`rank_scores` also
+  gives P@k from the same ranks.
 
 Vectors are compared by cosine: rows are scaled to unit length here, so inputs need not be.
 Shapes: Q queries, K keys, D dimensions, k neighbours.
@@ -125,20 +126,24 @@ def precision_at_k(predicted: np.ndarray, gold: Sequence[set[int] | frozenset[in
 
 
 @torch.no_grad()
-def mean_reciprocal_rank(queries: np.ndarray | Tensor, candidates: np.ndarray | Tensor,
-                         gold: Sequence[set[int] | frozenset[int]], block_size: int = BLOCK_SIZE,
-                         device: torch.device | str = "cpu") -> float:
-    """Liu et al. (2020) Eq. 2: mean over queries of 1 / rank of the gold among ``candidates`` by cosine.
+def gold_ranks(queries: np.ndarray | Tensor, candidates: np.ndarray | Tensor,
+               gold: Sequence[set[int] | frozenset[int]], block_size: int = BLOCK_SIZE,
+               device: torch.device | str = "cpu") -> np.ndarray:
+    """The rank by cosine of each query's best-ranked gold candidate: int64 [Q], 1 = first.
 
-    With several gold translations the best-ranked one counts (as for P@k). rank = 1 + the number
-    of candidates scoring strictly higher than it, so ties are resolved in the query's favour.
-    Counting needs no sort: two blocked passes over the candidates (gold scores, then counts).
+    queries [Q,D], candidates [C,D]; gold: per query, the ids (rows of ``candidates``) that are
+    correct. rank = 1 + the number of candidates scoring strictly higher than the best gold one,
+    so ties are resolved in the query's favour. Counting needs no sort and no [Q,C] matrix: two
+    blocked passes over the candidates (the gold scores, then the counts above them), at most
+    ``block_size x block_size`` scores at a time.
     """
     _check_block(block_size)
     if len(gold) != len(queries):
         raise ValueError(f"{len(queries)} queries for {len(gold)} gold sets")
     if len(gold) == 0:
         raise XltError("no query to evaluate")
+    if any(len(g) == 0 for g in gold):
+        raise ValueError("every query needs at least one gold candidate")
     q, c = as_unit_tensor(queries, device), as_unit_tensor(candidates, device)
     gold_q = torch.tensor([n for n, g in enumerate(gold) for _ in g], dtype=torch.long, device=q.device)
     gold_c = torch.tensor([i for g in gold for i in sorted(g)], dtype=torch.long, device=q.device)
@@ -157,4 +162,22 @@ def mean_reciprocal_rank(queries: np.ndarray | Tensor, candidates: np.ndarray | 
         for c0 in range(0, c.shape[0], block_size):
             s = q[rows] @ c[c0:c0 + block_size].T
             higher[rows] += (s > gold_score[:, None]).sum(dim=1)
-    return float((1.0 / (higher.double() + 1.0)).mean())
+    return (higher + 1).cpu().numpy()
+
+
+def mean_reciprocal_rank(queries: np.ndarray | Tensor, candidates: np.ndarray | Tensor,
+                         gold: Sequence[set[int] | frozenset[int]], block_size: int = BLOCK_SIZE,
+                         device: torch.device | str = "cpu") -> float:
+    """Liu et al. (2020) Eq. 2: mean over queries of 1 / rank of the gold among ``candidates`` by cosine.
+
+    With several gold translations the best-ranked one counts (as for P@k); ranks as :func:`gold_ranks`.
+    """
+    return float((1.0 / gold_ranks(queries, candidates, gold, block_size, device)).mean())
+
+
+def rank_scores(ranks: np.ndarray, ks: Sequence[int] = (1, 5, 10)) -> dict[str, float]:
+    """MRR and P@k from gold ranks (int [Q], 1 = first): {"mrr": ..., "p@1": ..., ...}."""
+    ranks = np.asarray(ranks, dtype=np.float64)
+    if ranks.size == 0:
+        raise XltError("no query to evaluate")
+    return {"mrr": float((1.0 / ranks).mean()), **{f"p@{k}": float((ranks <= k).mean()) for k in ks}}

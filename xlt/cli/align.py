@@ -7,7 +7,7 @@ from typing import Optional
 
 import click
 
-from xlt.analysis.align import AlignSettings
+from xlt.analysis.align import AlignSettings, WordSettings
 from xlt.cli.options import build_config, dataclass_options
 
 RUN_HELP = "Pretrained run directory of the source side (written by xlt pretrain)."
@@ -16,6 +16,10 @@ TARGET_HELP = "Run directory of the target side, for two monolingual runs [defau
 
 def _settings(values: dict) -> AlignSettings:
     return build_config(AlignSettings, values)
+
+
+def _word_settings(values: dict) -> WordSettings:
+    return build_config(WordSettings, values)
 
 
 def _writable(output: str) -> str:
@@ -38,7 +42,7 @@ def _percent(x: float) -> str:
 
 
 def _show(result: dict) -> None:
-    """One table row per layer on stderr (silenced by --quiet)."""
+    """One table row per layer on stderr (silenced by --quiet); word retrieval adds a table per UPOS."""
     from rich.console import Console
     from rich.table import Table
 
@@ -47,14 +51,29 @@ def _show(result: dict) -> None:
     rows = result["results"]
     # Results name each side {"run", "lang", "step"}; a map header names the languages only.
     source, target = (side["lang"] if isinstance(side, dict) else side for side in (result["source"], result["target"]))
-    table = Table(title=f"{result['command']}: {source} -> {target}")
+    title = f"{result['command']}: {source} -> {target}" + (f" (map: {result['map']})" if "map" in result else "")
+    table = Table(title=title)
     table.add_column("layer", justify="right")
+    tables = [table]
     if "nn" in rows[0]:
-        for name in ("NN P@1", "NN P@5", "NN P@10", "CSLS P@1", "CSLS P@5", "CSLS P@10", "MRR"):
-            table.add_column(name, justify="right")
+        methods = [m for m in ("nn", "csls") if m in rows[0]]
+        for m in methods:
+            for k in (1, 5, 10):
+                table.add_column(f"{m.upper()} P@{k}", justify="right")
+        table.add_column("MRR", justify="right")
+        table.add_column("ranked P@1", justify="right")
         for r in rows:
-            table.add_row(str(r["layer"]), *[_percent(r[m][f"p@{k}"]) for m in ("nn", "csls") for k in (1, 5, 10)],
-                          f"{r['mrr']:.3f}")
+            table.add_row(str(r["layer"]), *[_percent(r[m][f"p@{k}"]) for m in methods for k in (1, 5, 10)],
+                          f"{r['mrr']:.3f}", _percent(r["ranked"]["p@1"]))
+        if "by_pos" in rows[0]:
+            pos = Table(title=f"MRR by UPOS of the {source} word")
+            pos.add_column("UPOS")
+            for r in rows:
+                pos.add_column(f"layer {r['layer']}", justify="right")
+            pos.add_column("queries", justify="right")
+            for tag, first in rows[0]["by_pos"].items():
+                pos.add_row(tag, *[f"{r['by_pos'][tag]['mrr']:.3f}" for r in rows], str(first["queries"]))
+            tables.append(pos)
     elif "p_at_1" in rows[0]:
         table.add_column("P@1 tgt->src", justify="right")
         table.add_column("P@1 src->tgt", justify="right")
@@ -65,8 +84,9 @@ def _show(result: dict) -> None:
         table.add_column("after", justify="right")
         for r in rows:
             table.add_row(str(r["layer"]), f"{r['cosine_before']:.3f}", f"{r['cosine_after']:.3f}")
-    console = Console(file=io.StringIO(), width=120)
-    console.print(table)
+    console = Console(file=io.StringIO(), width=140)
+    for t in tables:
+        console.print(t)
     log.info(console.file.getvalue().rstrip())
 
 
@@ -81,10 +101,11 @@ def _write(result: dict, output: str) -> None:
     _show(result)
 
 
-def _common(fn):
+def _common(fn, model_required: bool = True):
     """Options every subcommand shares: the two sides and the settings."""
     for decorator in reversed([
-        click.option("--model", "model", required=True, type=click.Path(file_okay=False), help=RUN_HELP),
+        click.option("--model", "model", required=model_required, type=click.Path(file_okay=False),
+                     help=RUN_HELP if model_required else RUN_HELP + " Or --emb-a/--emb-b."),
         click.option("--source-lang", required=True, help="Source language (one of --model's)."),
         click.option("--target-lang", required=True, help="Target language (one of --target-model's)."),
         click.option("--target-model", type=click.Path(file_okay=False), default=None, help=TARGET_HELP),
@@ -110,31 +131,68 @@ def align() -> None:
     """
 
 
+WORD_DICT_HELP = "MUSE training dictionary (src tgt per line); needed by --map procrustes only."
+
+
 @align.command("word")
-@_common
-@click.option("--train-dict", required=True, type=click.Path(), help="MUSE training dictionary (src tgt per line).")
+@lambda fn: _common(fn, model_required=False)
+@click.option("--emb-a", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Source-side embeddings in the word2vec text format (xlt embed train), instead of --model.")
+@click.option("--emb-b", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Target-side embeddings [default: --emb-a: one jointly trained space].")
+@click.option("--codes", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="With --emb-a: the BPE codes of the training text, so that --subwords mean can represent "
+                   "a dictionary word by its pieces.")
+@click.option("--max-words", type=click.IntRange(min=10), default=None,
+              help="With --emb-a: read only the first N (most frequent) rows of each file [default: all].")
+@dataclass_options(WordSettings)
+@click.option("--train-dict", type=click.Path(), default=None, help=WORD_DICT_HELP)
 @click.option("--test-dict", required=True, type=click.Path(), help="MUSE test dictionary.")
 @click.option("--subwords", type=click.Choice(["single", "mean"]), default="single", show_default=True,
               help="single: only words that are one vocabulary token (the XLM authors' practice); "
-                   "mean: also words of several subwords, as the mean of their embeddings.")
+                   "mean: also words of several subwords, as the mean of their vectors (Liu et al.).")
 @click.option("-o", "--output", default="-", show_default=True, help="Result JSON (- = stdout).")
-def word(model, source_lang, target_lang, target_model, train_dict, test_dict, subwords, output, **settings):
-    """Align the token embedding tables (Figure 4a) and evaluate word translation.
+def word(model, source_lang, target_lang, target_model, emb_a, emb_b, codes, max_words, train_dict, test_dict,
+         subwords, output, **settings):
+    """Word translation with the token embedding tables (Figure 4a) or embedding files.
 
-    Words are the whole-word vocabulary entries of each language; dictionary pairs with a word
-    outside them are not usable (the result says how many were).
+    Words are the whole-word vocabulary entries (file rows) of each side; dictionary pairs with a
+    word outside them are not usable (the result says how many were). --map procrustes learns an
+    orthogonal map on --train-dict (Wu et al.); --map none measures the joint space as it is
+    (Liu et al.). Scores: NN and CSLS P@1/5/10 over the target space, MRR (cosine) and P@k among
+    --candidates, and with --pos-from the MRR per part of speech of the source word.
 
     \b
-    Example (one bilingual run's two languages):
+    Example (one bilingual run's two languages, mapped):
       xlt align word --model runs/en-fr --source-lang en --target-lang fr \\
         --train-dict data/muse/splits_reconstructed/en-fr.0-5000.txt \\
         --test-dict data/muse/splits_reconstructed/en-fr.5000-6500.txt -o word.json
+    Example (jointly trained static embeddings, Liu et al.'s MRR by part of speech):
+      xlt align word --emb-a w2v.txt --source-lang en --target-lang fr --map none --no-csls \\
+        --codes data/codes --subwords mean --pos-from data/ud/en_ewt/en_ewt-ud-train.conllu \\
+        --test-dict data/muse/splits_reconstructed/en-fr.5000-6500.txt -o mrr.json
     """
-    from xlt.analysis.align import align_word
+    from xlt.utils.errors import XltError
 
+    align_settings, word_settings = _settings(settings), _word_settings(settings)
     output = _writable(output)
-    _write(align_word(model, source_lang, target_lang, train_dict, test_dict, target_model, subwords,
-                      _settings(settings)), output)
+    if (model is None) == (emb_a is None):
+        raise XltError("give either --model (a run) or --emb-a (an embedding file)")
+    if emb_a is None and (emb_b or codes or max_words):
+        raise XltError("--emb-b, --codes and --max-words go with --emb-a")
+    if emb_a is not None and target_model is not None:
+        raise XltError("--target-model goes with --model; the target embeddings are --emb-b")
+    if emb_a is not None:
+        from xlt.embed.retrieval import align_static_word
+
+        result = align_static_word(emb_a, emb_b or emb_a, source_lang, target_lang, train_dict, test_dict, subwords,
+                                   codes, max_words, align_settings, word_settings)
+    else:
+        from xlt.analysis.align import align_word
+
+        result = align_word(model, source_lang, target_lang, train_dict, test_dict, target_model, subwords,
+                            align_settings, word_settings)
+    _write(result, output)
 
 
 @align.command("contextual-word")
@@ -148,12 +206,16 @@ def word(model, source_lang, target_lang, target_model, train_dict, test_dict, s
 @click.option("--pooling", type=click.Choice(["first", "mean"]), default="mean", show_default=True,
               help="A word occurrence is its first subword or the mean of its subwords (the paper: mean).")
 @click.option("--layers", default=None, help="Comma-separated layers, 0 = embeddings [default: all].")
-@click.option("--train-dict", required=True, type=click.Path(), help="MUSE training dictionary.")
+@dataclass_options(WordSettings)
+@click.option("--train-dict", type=click.Path(), default=None, help=WORD_DICT_HELP)
 @click.option("--test-dict", required=True, type=click.Path(), help="MUSE test dictionary.")
 @click.option("-o", "--output", default="-", show_default=True, help="Result JSON (- = stdout).")
 def contextual_word(model, source_lang, target_lang, target_model, source_corpus, target_corpus, n_sentences,
                     max_words, pooling, layers, train_dict, test_dict, output, **settings):
     """Align mean contextual word vectors per layer (Figure 4b) and evaluate word translation.
+
+    A word's vector is the mean over its occurrences of the mean of its subwords' states
+    (--pooling mean): with --map none and one bilingual run, Liu et al.'s BERT word retrieval.
 
     \b
     Example:
@@ -164,10 +226,11 @@ def contextual_word(model, source_lang, target_lang, target_model, source_corpus
     """
     from xlt.analysis.align import align_contextual_word
 
+    align_settings, word_settings = _settings(settings), _word_settings(settings)
     output = _writable(output)
     _write(align_contextual_word(model, source_lang, target_lang, source_corpus, target_corpus, train_dict, test_dict,
                                  target_model, n_sentences, max_words, _layers(layers), pooling,
-                                 _settings(settings)), output)
+                                 align_settings, word_settings), output)
 
 
 @align.command("sentence")
