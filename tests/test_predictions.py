@@ -13,16 +13,19 @@ import json
 from pathlib import Path
 
 import conllu
+import numpy as np
 import pytest
 import synthetic
 import torch
 from conftest import Result
 from finetune_toy import ANIMALS, build_toy_world, write_nli
 
+from xlt.analysis.shift import SHIFT_FORMAT, LanguageShift
 from xlt.cli import main
 from xlt.finetune.config import FinetuneConfig
 from xlt.finetune.predictions import prediction_file, write_conllu
 from xlt.finetune.runner import EXIT_OK, finetune
+from xlt.pretrain.pretrained import PretrainedRun
 from xlt.utils.errors import XltError
 
 LANGS = ("en", "fr")
@@ -74,7 +77,8 @@ def write_treebank(path: Path, n: int, seed: int, lang: str) -> Path:
             if wid == 5 and s % 2 == 0:
                 lines.append(f"5-6\t{form}{words[5][1]}\t_\t_\t_\t_\t_\t_\t_\t_")
             misc = "SpaceAfter=No" if wid == len(words) - 1 else "_"
-            lines.append(f"{wid}\t{form}\t{form.upper()}\t{upos}\tX{upos}\tNumber=Sing\t{head}\t{rel}\t{head}:{rel}\t{misc}")
+            columns = [wid, form, form.upper(), upos, f"X{upos}", "Number=Sing", head, rel, f"{head}:{rel}", misc]
+            lines.append("\t".join(map(str, columns)))
             if wid == 4 and s % 5 == 0:
                 lines.append(f"4.1\t{form}\t_\tVERB\t_\t_\t_\t_\t4:conj\t_")
         lines.append("")
@@ -276,6 +280,43 @@ def test_a_lost_prediction_file_is_written_again_without_training(world, finishe
     assert lost.read_bytes() == before and (run_dir / "train.json").stat().st_mtime_ns == trained
     assert (run_dir / "predictions" / "dev.en.ner").read_text() != "edited\n"
     assert json.loads((output / "results.json").read_text())["runs"][0]["results"] == results["runs"][0]["results"]
+
+
+def test_test_time_variants_write_their_own_files(world, finished, tmp_path):
+    """An identity map and a shift of weight 0 predict what the plain model predicts, file for file."""
+    output, results, paths = finished("ner")
+    run = PretrainedRun.load(world.run, "last")
+    d_model, n_layers = run.config.d_model, run.config.n_layers
+    map_dir = tmp_path / "map"
+    map_dir.mkdir()
+    (map_dir / "map.json").write_text(json.dumps({"format": "xlt-layer-map/1", "source": "en", "target": "fr",
+                                                  "layers": [1]}))
+    np.save(map_dir / "W_layer1.npy", np.eye(d_model, dtype=np.float32))
+    rng = np.random.default_rng(0)
+    means = {lang: rng.normal(size=(n_layers + 1, d_model)).astype(np.float32) for lang in LANGS}
+    shift = tmp_path / "shift.npz"
+    LanguageShift("fr", "en", means["fr"], means["en"],
+                  {"format": SHIFT_FORMAT, "src": "fr", "tgt": "en", "run": "test", "step": run.step}).save(str(shift))
+    outcome = finetune(config(world, "ner", paths, output, map_dir=[str(map_dir)], map_layer=1, shift=[str(shift)],
+                              shift_layer=1, shift_alpha=[0.0, 3.0]))
+    assert outcome.exit_code == EXIT_OK
+    record = outcome.results["runs"][0]
+    run_dir, alpha = output / record["dir"], record["shift_alpha"]["fr"]
+    named = record["predictions"]
+    assert named["map"]["fr"] == {"dev": "predictions/dev.fr.map.ner", "test": "predictions/test.fr.map.ner"}
+    assert named["shift"]["fr"] == {s: f"predictions/{s}.fr.shift-alpha{alpha:g}.ner" for s in ("dev", "test")}
+
+    def read(name: str) -> bytes:
+        return (run_dir / name).read_bytes()
+
+    for split in ("dev", "test"):
+        assert read(named["map"]["fr"][split]) == read(named["plain"]["fr"][split])
+    assert read("predictions/dev.fr.shift-alpha0.ner") == read("predictions/dev.fr.ner")
+    assert (run_dir / "predictions/dev.fr.shift-alpha3.ner").is_file()
+    for variant in ("map", "shift"):
+        for split in ("dev", "test"):
+            scores, _ = span_scores(run_dir / named[variant]["fr"][split])
+            assert scores["f1"] == record["results"][variant]["fr"][split]["f1"]
 
 
 def in_process(capsys, *args) -> Result:

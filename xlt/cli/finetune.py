@@ -70,7 +70,9 @@ def finetune(task: str, config_file: str | None, targets, eval_, task_settings, 
     batch sizes and learning rates, once per seed; each run's best epoch and the best grid point are
     chosen on the SOURCE dev set only. Every target runs through its own language-specific parts.
     Each run lives in OUTPUT/runs/<hash>/: finished runs are skipped, killed ones resume from their
-    last epoch, and a run another process holds is left to it. results.json and summary.md (also
+    last epoch, and a run another process holds is left to it. Every evaluation also writes what
+    the model predicted to the run's predictions/ (CoNLL-U for parse, word/gold/predicted for ner,
+    id/gold/predicted for xnli; --no-predictions: none). results.json and summary.md (also
     printed) hold every run, the selected setting, the mean of the best two, and mean ± std over
     seeds. Exit status: 0 all done, 1 a run failed, 2 bad input, 75 runs busy elsewhere.
 

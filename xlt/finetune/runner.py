@@ -15,8 +15,9 @@ for each grid point and seed:
 
 Evaluations are cached one file each, keyed by language, split, data checksum, variant and its
 parameters, and the language-embedding id; so adding a target or a shift weight later only
-evaluates what is new. Each also writes a prediction file (:mod:`xlt.finetune.evaluations`). At the end ``results.json`` (every run, the selection, mean of the best
-two, mean ± std over seeds) and ``summary.md`` are rewritten atomically from what is on disk.
+evaluates what is new; each also writes a prediction file (:mod:`xlt.finetune.evaluations`). At the
+end ``results.json`` (every run, the selection, mean of the best two, mean ± std over seeds) and
+``summary.md`` are rewritten atomically from what is on disk.
 """
 
 from __future__ import annotations
