@@ -60,6 +60,12 @@ class HFTextModel:
         self.uses_lang_emb = bool(getattr(config, "use_lang_emb", False)) and int(getattr(config, "n_langs", 1)) > 1
         # XLM's tokenizer runs Moses with the language's rules: it takes lang= (no other tokenizer does).
         self.tokenizer_takes_lang = hasattr(tokenizer, "moses_tokenize")
+        self._around: Optional[tuple[list[int], list[int]]] = None
+        # WordPiece's decoder glues punctuation to the word before it ("garden."): keep every token a
+        # word of its own, as the references that decoded output is scored against are segmented.
+        decoder = getattr(getattr(tokenizer, "backend_tokenizer", None), "decoder", None)
+        if decoder is not None and hasattr(decoder, "cleanup"):
+            decoder.cleanup = False
 
     # ---- loading -----------------------------------------------------------------------------------
 
@@ -75,8 +81,11 @@ class HFTextModel:
         except (OSError, ValueError, TypeError, KeyError, AttributeError) as err:
             raise _load_error(spec, "tokenizer (a transformers model directory needs tokenizer.json or its "
                                     "tokenizer's vocabulary files)", err) from None
-        if tokenizer is None or not callable(getattr(tokenizer, "convert_ids_to_tokens", None)):
-            raise XltError("no tokenizer in this model directory", spec)
+        # transformers 5 builds an EMPTY tokenizer of the config's type when no tokenizer file is found;
+        # it would map every word to the unknown token.
+        if tokenizer is None or len(tokenizer) <= len(set(tokenizer.all_special_ids)):
+            raise XltError("no tokenizer with this model (a transformers model directory needs tokenizer.json "
+                           "or its tokenizer's vocabulary files, e.g. vocab.txt or sentencepiece.bpe.model)", spec)
         try:
             model, info = transformers.AutoModelForMaskedLM.from_pretrained(name, output_loading_info=True)
             # A head whose weights are missing would be random: decode nothing with it.
@@ -142,16 +151,27 @@ class HFTextModel:
             ids.extend(pieces or [self.unk_id])
         return ids, starts
 
+    def _specials(self) -> tuple[list[int], list[int]]:
+        """The ids the tokenizer puts before and after one sentence, read off a sample encoding
+        (tokenizer APIs for this differ between transformers versions and tokenizer kinds)."""
+        if self._around is None:
+            bare = list(self.tokenizer("a", add_special_tokens=False)["input_ids"])
+            full = list(self.tokenizer("a")["input_ids"])
+            starts = [k for k in range(len(full) - len(bare) + 1) if full[k:k + len(bare)] == bare]
+            if not bare or len(starts) != 1 or starts[0] != 1 or len(full) != len(bare) + 2:
+                raise XltError(f"the {type(self.tokenizer).__name__} does not put one special token on each side "
+                               f"of a sentence; xlt's pooling needs that layout", self.source)
+            self._around = (full[:1], full[-1:])
+        return self._around
+
     def wrap(self, ids: Sequence[int]) -> list[int]:
-        out = list(self.tokenizer.build_inputs_with_special_tokens(list(ids)))
-        if len(out) != len(ids) + 2 or out[1:-1] != list(ids):
-            raise XltError(f"the {type(self.tokenizer).__name__} does not put one special token on each side of "
-                           f"a sentence; xlt's pooling needs that layout", self.source)
-        return out
+        before, after = self._specials()
+        return before + list(ids) + after
 
     def words(self, lang: str, ids: Sequence[int]) -> list[str]:
-        tokens = self.tokenizer.convert_ids_to_tokens([i for i in ids if i not in self.special_ids])
-        return self.tokenizer.convert_tokens_to_string(tokens).split() if tokens else []
+        kept = [int(i) for i in ids if i not in self.special_ids]
+        # No clean-up: "garden ." stays two words, as the reference (same path) does.
+        return self.tokenizer.decode(kept, clean_up_tokenization_spaces=False).split() if kept else []
 
     def reference_words(self, lang: str, line: str) -> list[str]:
         """The reference through the model's own tokenizer and back, so that it is segmented (and cased,
