@@ -1,12 +1,13 @@
-"""Blocked retrieval against brute-force full-matrix versions; P@k and MRR by hand."""
+"""Blocked retrieval against brute-force full-matrix versions; P@k, MRR and MRR by part of speech by hand."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from xlt.analysis.retrieval import (mean_reciprocal_rank, mean_topk_cosine, precision_at_k, topk_cosine,
-                                    topk_csls)
+from xlt.analysis.dictionaries import pos_breakdown, read_pos_lexicon
+from xlt.analysis.retrieval import (gold_ranks, mean_reciprocal_rank, mean_topk_cosine, precision_at_k, rank_scores,
+                                    topk_cosine, topk_csls)
 from xlt.utils.errors import XltError
 
 
@@ -79,3 +80,60 @@ def test_mean_reciprocal_rank_by_hand(block):
     # q2 (45deg): gold 30deg ties with 60deg at the top -> rank 1 (ties favour the query).
     gold = [{2}, {0, 2}, {1}]
     assert mean_reciprocal_rank(queries, candidates, gold, block_size=block) == pytest.approx((1 / 3 + 1 / 2 + 1) / 3)
+
+
+@pytest.mark.parametrize("block", [1, 3, 16, 1000])
+def test_gold_ranks_blocked_match_brute_force(spaces, block):
+    queries, targets, _ = spaces
+    rng = np.random.default_rng(1)
+    gold = [set(rng.choice(len(targets), size=rng.integers(1, 4), replace=False).tolist()) for _ in queries]
+    full = unit(queries) @ unit(targets).T  # the dense [Q,K] matrix the blocked version never builds
+    expected = [1 + int((row > max(row[list(g)])).sum()) for row, g in zip(full, gold)]
+    assert gold_ranks(queries, targets, gold, block_size=block).tolist() == expected
+    assert mean_reciprocal_rank(queries, targets, gold, block_size=block) == pytest.approx(
+        np.mean([1 / r for r in expected]))
+
+
+def test_rank_scores_by_hand():
+    scores = rank_scores(np.array([1, 3, 12, 2]), ks=(1, 5, 10))
+    assert scores == pytest.approx({"mrr": (1 + 1 / 3 + 1 / 12 + 1 / 2) / 4, "p@1": 0.25, "p@5": 0.75, "p@10": 0.75})
+
+
+CONLLU = """# sent_id = 1
+1\tThe\tthe\tDET\tDT\t_\t2\tdet\t_\t_
+2\tcan\tcan\tNOUN\tNN\t_\t3\tnsubj\t_\t_
+3-4\tcan't\t_\t_\t_\t_\t_\t_\t_\t_
+3\tca\tcan\tAUX\tMD\t_\t0\troot\t_\t_
+4\tn't\tnot\tPART\tRB\t_\t3\tadvmod\t_\t_
+4.1\tghost\t_\tNOUN\t_\t_\t_\t_\t_\t_
+
+1\tthe\tthe\tDET\tDT\t_\t2\tdet\t_\t_
+2\tcan\tcan\tAUX\tMD\t_\t0\troot\t_\t_
+3\tcan\tcan\tAUX\tMD\t_\t2\tconj\t_\t_
+4\trun\trun\tVERB\tVB\t_\t2\txcomp\t_\t_
+5\trun\trun\tNOUN\tNN\t_\t2\tobj\t_\t_
+"""
+
+
+def test_pos_lexicon_takes_each_words_most_frequent_tag(tmp_path):
+    path = tmp_path / "ud.conllu"
+    path.write_text(CONLLU, encoding="utf-8")
+    # "The"/"the" merge (lowercased); "can" is AUX twice, NOUN once; "run" ties -> alphabetical (NOUN);
+    # the multi-word token line and the empty node are skipped.
+    assert read_pos_lexicon(path) == {"the": "DET", "can": "AUX", "ca": "AUX", "n't": "PART", "run": "NOUN"}
+    (tmp_path / "bad.conllu").write_text("1\tThe\tthe\tDET\n", encoding="utf-8")
+    with pytest.raises(XltError, match="10 tab-separated") as error:
+        read_pos_lexicon(tmp_path / "bad.conllu")
+    assert error.value.line == 1
+
+
+def test_pos_breakdown_by_hand():
+    ranks = np.array([1, 2, 4, 1, 10])
+    tags = ["NOUN", "NOUN", "VERB", "DET", "none"]
+    out = pos_breakdown(ranks, tags)
+    assert set(out) == {"NOUN", "VERB", "DET", "none", "open", "closed"}
+    assert out["NOUN"]["mrr"] == pytest.approx(0.75) and out["NOUN"]["queries"] == 2
+    assert out["VERB"]["mrr"] == pytest.approx(0.25) and out["VERB"]["p@5"] == 1.0
+    assert out["open"]["mrr"] == pytest.approx((1 + 1 / 2 + 1 / 4) / 3) and out["open"]["queries"] == 3
+    assert out["closed"] == {"mrr": 1.0, "p@1": 1.0, "p@5": 1.0, "p@10": 1.0, "queries": 1}
+    assert out["none"]["mrr"] == pytest.approx(0.1)
