@@ -8,6 +8,7 @@ in results.json, and every column that is not a prediction must be the input's.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from pathlib import Path
@@ -351,6 +352,17 @@ def test_no_predictions_writes_none(world, tmp_path, capsys):
     assert run["predictions"]["plain"]["fr"]["test"] == "predictions/test.fr.tsv"
     assert (out / run["dir"] / "predictions" / "test.fr.tsv").is_file()
     assert (out / run["dir"] / "train.json").stat().st_mtime_ns == trained
+
+
+def test_a_run_without_its_weights_keeps_its_metrics_without_predictions(world, tmp_path, capsys):
+    paths = files_of("xnli", tmp_path / "data")
+    base = config(world, "xnli", paths, tmp_path / "out", epochs=1, keep_weights=False)
+    first = finetune(dataclasses.replace(base, predictions=False))
+    second = finetune(base)
+    assert first.exit_code == second.exit_code == EXIT_OK
+    assert second.results["runs"][0]["results"] == first.results["runs"][0]["results"]
+    assert second.results["runs"][0]["predictions"] == {}
+    assert "prediction file(s) cannot be written" in capsys.readouterr().err
 
 
 # ---- the writers alone ---------------------------------------------------------------------------
