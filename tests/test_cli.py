@@ -80,3 +80,33 @@ def test_extract_refuses_an_input_of_blank_lines_at_word_level(tiny_run, tmp_pat
     res = run_xlt("extract", "--model", tiny_run, "--lang", "en", "--level", "word", text, "-o", tmp_path / "reps")
     assert_one_line_error(res, str(text), "every line is blank")
     assert not list(tmp_path.glob("reps*"))
+
+
+def test_quiet_works_after_the_subcommand_too(tmp_path):
+    text = tmp_path / "en.txt"
+    text.write_text("the cat sees a dog .\n", encoding="utf-8")
+    loud = run_xlt("tokenize", "--lang", "en", text, check=True)
+    assert loud.stdout == "the cat sees a dog .\n" and "tokenize: 1 lines" in loud.stderr
+    for args in (("-q", "tokenize", "--lang", "en", text), ("tokenize", "-q", "--lang", "en", text),
+                 ("tokenize", "--lang", "en", text, "--quiet")):
+        res = run_xlt(*args, check=True)
+        assert (res.stdout, res.stderr) == (loud.stdout, ""), args
+
+    # A nested command: bpe learn says when the corpus allows fewer merges than asked, unless quiet.
+    codes = tmp_path / "codes"
+    assert "allows only" in run_xlt("bpe", "learn", "-n", "1000", "-o", codes, text, check=True).stderr
+    for args in (("bpe", "learn", "-q"), ("bpe", "-q", "learn"), ("-q", "bpe", "learn")):
+        res = run_xlt(*args, "-n", "1000", "-o", codes, text, check=True)
+        assert res.stderr == "", args
+    assert codes.read_text(encoding="utf-8").strip()
+
+
+def test_a_mistyped_command_gets_the_closest_name():
+    assert_one_line_error(run_xlt("tokenise", "--lang", "en"),
+                          "xlt: error: No such command 'tokenise'. Did you mean 'tokenize'?", "(see xlt --help)")
+    assert_one_line_error(run_xlt("bpe", "lern"), "xlt bpe: error: No such command 'lern'. Did you mean 'learn'?")
+    # Commands not imported yet are candidates too, and nothing close means no guess.
+    assert_one_line_error(run_xlt("shiftdecode"), "Did you mean 'shift-decode'?")
+    res = run_xlt("no-such-command")
+    assert_one_line_error(res, "No such command 'no-such-command'")
+    assert "Did you mean" not in res.stderr

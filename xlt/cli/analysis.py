@@ -8,11 +8,13 @@ import click
 
 from xlt.cli.options import device_option
 
-RUN_HELP = "Pretrained run directory (written by xlt pretrain)."
+RUN_HELP = "An xlt run directory (xlt pretrain), a transformers model directory, or hf:NAME."
+# Not click.Path: hf:NAME is a model name, not a file.
+MODEL = "MODEL"
 
 
 @click.command()
-@click.option("--model", "run_dir", required=True, type=click.Path(file_okay=False), metavar="DIR", help=RUN_HELP)
+@click.option("--model", "run_dir", required=True, metavar=MODEL, help=RUN_HELP)
 @click.option("--lang", "-l", required=True, metavar="LANG", help="Language of the input (one of the run's).")
 @click.option("--level", type=click.Choice(["sentence", "word", "token"]), default="sentence", show_default=True,
               help="sentence: mean over subwords; word: one vector per pre-tokenized word; token: every subword.")
@@ -65,7 +67,7 @@ def _prefix(output: str, suffix: str, *extensions: str) -> str:
 
 @click.group()
 def cka() -> None:
-    """Linear CKA between layer representations of parallel sentences (Wu et al. 2020, Figure 7).
+    """Linear CKA between layer representations of parallel sentences (Wu et al., 2020, Figure 7).
 
     `compare` computes one column (two models, two languages in one model, or a model against a
     randomly initialised one); `table` lays several columns out as Figure 7.
@@ -80,14 +82,13 @@ def cka() -> None:
 
 
 @cka.command()
-@click.option("--model-a", type=click.Path(file_okay=False), metavar="DIR",
-              help="Run directory of side A (with --lang-a and --text-a).")
+@click.option("--model-a", metavar=MODEL,
+              help="Model of side A (with --lang-a and --text-a), as --model of xlt extract.")
 @click.option("--lang-a", metavar="LANG", help="Language of side A.")
 @click.option("--text-a", type=click.Path(), metavar="FILE", help="Side A's sentences, one per line.")
 @click.option("--reps-a", type=click.Path(), metavar="PREFIX",
               help="Instead: an `xlt extract` sentence-level output prefix for side A.")
-@click.option("--model-b", type=click.Path(file_okay=False), metavar="DIR",
-              help="Run directory of side B [default: --model-a].")
+@click.option("--model-b", metavar=MODEL, help="Model of side B [default: --model-a].")
 @click.option("--lang-b", metavar="LANG", help="Language of side B.")
 @click.option("--text-b", type=click.Path(), metavar="FILE", help="Side B's sentences, line-parallel to side A's.")
 @click.option("--reps-b", type=click.Path(), metavar="PREFIX",
@@ -166,7 +167,7 @@ def table(columns: tuple[str, ...], output: str) -> None:
 
 @click.group("shift-decode")
 def shift_decode() -> None:
-    """Mean of Language, mean difference shift, unsupervised token translation (Liu et al. 2020, §4).
+    """Mean of Language, mean difference shift, unsupervised token translation (Liu et al., 2020, §4).
 
     `means` averages one language's hidden states per layer; `shift` pairs two means into the file
     that `xlt finetune --shift` reads; `translate` decodes source text shifted towards the target
@@ -188,7 +189,7 @@ def shift_decode() -> None:
 
 
 @shift_decode.command()
-@click.option("--model", "run_dir", required=True, type=click.Path(file_okay=False), metavar="DIR", help=RUN_HELP)
+@click.option("--model", "run_dir", required=True, metavar=MODEL, help=RUN_HELP)
 @click.option("--lang", "-l", required=True, metavar="LANG", help="Language of the text.")
 @click.option("--n-sentences", type=click.IntRange(min=1), default=10000, show_default=True,
               help="Average over the first N sentences (a fixed sample, so means are comparable).")
@@ -233,7 +234,7 @@ def shift(src_means: str, tgt_means: str, output: str) -> None:
 
 
 @shift_decode.command()
-@click.option("--model", "run_dir", required=True, type=click.Path(file_okay=False), metavar="DIR", help=RUN_HELP)
+@click.option("--model", "run_dir", required=True, metavar=MODEL, help=RUN_HELP)
 @click.option("--shift", "shift_path", required=True, type=click.Path(), metavar="FILE",
               help="Shift file (xlt shift-decode shift).")
 @click.option("--input", "input_path", required=True, type=click.Path(), metavar="FILE",
