@@ -1,0 +1,37 @@
+"""``xlt export hf``: an xlt run as a transformers model (thin wrapper over :mod:`xlt.model.hf_export`)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import click
+
+
+@click.group()
+def export() -> None:
+    """Write an xlt run in another toolkit's format (`hf`: Hugging Face transformers)."""
+
+
+@export.command()
+@click.argument("run_dir", metavar="RUN", type=click.Path(file_okay=False))
+@click.option("--lang", "-l", default=None, metavar="LANG",
+              help="Export this language's view (required for, and only for, a run with separate parameters).")
+@click.option("--checkpoint", type=click.Choice(["best", "last"]), default="best", show_default=True)
+@click.option("-o", "--output", required=True, type=click.Path(file_okay=False), metavar="DIR",
+              help="Output directory (new or empty).")
+def hf(run_dir: str, lang: Optional[str], checkpoint: str, output: str) -> None:
+    """RUN as a transformers XLMWithLMHeadModel with XLM's Moses + BPE tokenizer files.
+
+    AutoModel.from_pretrained(DIR) then gives the run's hidden states (to 1e-5) and
+    AutoTokenizer.from_pretrained(DIR) its ids; pass the language as tokenizer(text, lang=L) and,
+    for a multilingual export, langs=torch.full_like(input_ids, config.lang2id[L]) to the model.
+    See docs/hf.md.
+
+    \b
+    Example (the default row; one language of the Sep Emb row):
+      xlt export hf runs/en-fr.default -o hf/en-fr.default
+      xlt export hf runs/en-fr.sep-emb --lang fr -o hf/en-fr.sep-emb.fr
+    """
+    from xlt.model.hf_export import export_hf
+
+    export_hf(run_dir, output, lang, checkpoint)
