@@ -22,7 +22,6 @@ import numpy as np
 from xlt.analysis.align import AlignSettings, WordSettings, WordSpace, evaluate_spaces
 from xlt.analysis.dictionaries import read_muse_dictionary
 from xlt.embed.formats import Embeddings, read_word2vec
-from xlt.utils import log
 from xlt.utils.errors import XltError
 
 CONTINUATION = "@@"
@@ -77,7 +76,6 @@ def align_static_word(emb_a: str, emb_b: str, source_lang: str, target_lang: str
     b = a if emb_b == emb_a else read_word2vec(emb_b, max_words)
     if a.dim != b.dim:
         raise XltError(f"{emb_a} has {a.dim} dimensions and {emb_b} {b.dim}: one space needs one dimension")
-    log.info(f"embeddings: {len(a.words):,} x {a.dim} ({emb_a})" + ("" if b is a else f", {len(b.words):,} ({emb_b})"))
     source, source_key = static_space(a, [s for s, _ in pairs], subwords, bpe)
     target, target_key = static_space(b, [t for _, t in pairs], subwords, bpe)
     evaluated = evaluate_spaces(source, target, train_dictionary, test_dictionary, settings, word, ["embeddings"],

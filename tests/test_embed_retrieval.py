@@ -1,0 +1,113 @@
+"""xlt align word on embedding files: the joint space (--map none), Procrustes, BPE'd words, POS, errors."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from conftest import assert_one_line_error, run_xlt
+
+from xlt.analysis.align import AlignSettings, WordSettings
+from xlt.embed.formats import write_word2vec
+from xlt.embed.retrieval import align_static_word
+from xlt.utils.errors import XltError
+
+N, D = 40, 12
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """A joint file where fr_i is en_i plus noise; a second fr file rotated by a random orthogonal Q;
+    dictionaries (train: pairs 0-19, test: pairs 20-39, extra: a BPE'd word); a CoNLL-U file; codes."""
+    root = tmp_path_factory.mktemp("static")
+    rng = np.random.default_rng(0)
+    en = rng.normal(size=(N, D))
+    fr = en + 0.01 * rng.normal(size=(N, D))
+    en_words, fr_words = [f"w{i}" for i in range(N)], [f"m{i}" for i in range(N)]
+    # "chats" exists only as the BPE pieces "chat@@ s", whose mean is exactly the vector of "cats".
+    cats, piece = rng.normal(size=D), rng.normal(size=D)
+    write_word2vec(root / "joint.txt", en_words + fr_words + ["cats", "chat@@", "s"],
+                   np.vstack([en, fr, cats, cats + piece, cats - piece]))
+    Q, _ = np.linalg.qr(rng.normal(size=(D, D)))
+    write_word2vec(root / "en.txt", en_words, en)
+    write_word2vec(root / "fr-rotated.txt", fr_words, fr @ Q)
+    (root / "train.txt").write_text("".join(f"w{i} m{i}\n" for i in range(20)), encoding="utf-8")
+    (root / "test.txt").write_text("".join(f"w{i} m{i}\n" for i in range(20, N)), encoding="utf-8")
+    (root / "bpe.txt").write_text("cats chats\nw1 m1\n", encoding="utf-8")
+    (root / "nowhere.txt").write_text("zzz yyy\nqqq www\n", encoding="utf-8")
+    (root / "codes").write_text("c h 10\nch a 10\ncha t</w> 10\ncha t 10\n", encoding="utf-8")
+    tags = {20: "NOUN", 21: "NOUN", 22: "VERB", 23: "ADP"}
+    (root / "ud.conllu").write_text("".join(f"1\tW{i}\tw\t{t}\t_\t_\t0\troot\t_\t_\n\n" for i, t in tags.items()),
+                                    encoding="utf-8")
+    return root
+
+
+def word(files, *args):
+    return run_xlt("align", "word", "--source-lang", "en", "--target-lang", "fr", *args)
+
+
+def test_joint_space_without_a_map_is_perfect_here(files):
+    res = word(files, "--emb-a", files / "joint.txt", "--map", "none", "--test-dict", files / "test.txt",
+               "--pos-from", files / "ud.conllu")
+    assert res.returncode == 0, res.stderr
+    result = json.loads(res.stdout)
+    scores = result["results"][0]
+    assert result["map"] == "none" and result["train"] is None and result["test"]["usable"] == 20
+    assert scores["mrr"] == 1.0 and scores["ranked"]["p@1"] == 1.0 and scores["mrr_candidates"] == 20
+    # The whole joint space is searched for NN: w_i's nearest row is m_i (noise 0.01), never w_i
+    # itself, because w_i is not a target of any pair -- but the source words are candidates too.
+    assert scores["nn"]["p@1"] == 0.0 and scores["nn"]["p@5"] == 1.0
+    # By part of speech: W20, W21 NOUN; W22 VERB; W23 ADP (closed); the other 16 untagged.
+    pos = scores["by_pos"]
+    assert {k: v["queries"] for k, v in pos.items()} == {"NOUN": 2, "VERB": 1, "ADP": 1, "none": 16, "open": 3,
+                                                        "closed": 1}
+    assert "MRR by UPOS" in res.stderr
+
+
+def test_rotated_spaces_need_procrustes_and_save_the_map(files, tmp_path):
+    args = ["--emb-a", files / "en.txt", "--emb-b", files / "fr-rotated.txt", "--test-dict", files / "test.txt"]
+    none = json.loads(word(files, *args, "--map", "none", "--no-csls").stdout)["results"][0]
+    assert none["mrr"] < 0.5 and "csls" not in none
+    res = word(files, *args, "--train-dict", files / "train.txt", "--save-map", tmp_path / "W.npy",
+               "--candidates", "vocabulary", "-o", tmp_path / "r.json")
+    assert res.returncode == 0, res.stderr
+    result = json.loads((tmp_path / "r.json").read_text())
+    scores = result["results"][0]
+    assert scores["mrr"] == 1.0 and scores["nn"]["p@1"] == 1.0 and scores["csls"]["p@1"] == 1.0
+    assert scores["mrr_candidates"] == N  # --candidates vocabulary: the whole target file
+    W = np.load(tmp_path / "W.npy")
+    assert W.shape == (D, D) and np.allclose(W @ W.T, np.eye(D), atol=1e-5)
+    assert result["saved_map"]["shape"] == [D, D]
+
+
+def test_bpe_split_words_are_the_mean_of_their_pieces(files):
+    common = dict(source_lang="en", target_lang="fr", train_dictionary=None, test_dictionary=str(files / "bpe.txt"),
+                  settings=AlignSettings(), word=WordSettings(map="none", csls=False))
+    mean = align_static_word(str(files / "joint.txt"), str(files / "joint.txt"), subwords="mean",
+                             codes=str(files / "codes"), **common)
+    assert mean["test"]["usable"] == 2 and mean["results"][0]["mrr"] == 1.0
+    single = align_static_word(str(files / "joint.txt"), str(files / "joint.txt"), subwords="single",
+                               codes=str(files / "codes"), **common)
+    assert single["test"]["usable"] == 1  # "chats" has no whole-word row
+    assert mean["space"]["source_words"] == 2 * N + 2  # "chat@@" is a piece, not a word; + the mean row
+
+
+def test_errors_are_one_line(files, tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_text("3 12 7\nw0 " + " ".join(["0.1"] * 12) + "\n", encoding="utf-8")
+    assert_one_line_error(word(files, "--emb-a", bad, "--map", "none", "--test-dict", files / "test.txt"),
+                          f"{bad}:1:", "header")
+    assert_one_line_error(word(files, "--emb-a", files / "joint.txt", "--map", "none", "--test-dict",
+                               files / "nowhere.txt"), "nowhere.txt", "none of the 2 dictionary pairs")
+    assert_one_line_error(word(files, "--emb-a", files / "joint.txt", "--test-dict", files / "test.txt"),
+                          "--map procrustes learns W on --train-dict")
+    assert_one_line_error(word(files, "--emb-a", files / "joint.txt", "--map", "none", "--save-map",
+                               tmp_path / "W.npy", "--test-dict", files / "test.txt"), "--save-map needs --map procrustes")
+    assert_one_line_error(word(files, "--map", "none", "--test-dict", files / "test.txt"),
+                          "either --model (a run) or --emb-a")
+    with pytest.raises(XltError, match="12 dimensions"):
+        other = tmp_path / "d3.txt"
+        write_word2vec(other, ["m0"] * 1, np.zeros((1, 3)))
+        align_static_word(str(files / "joint.txt"), str(other), "en", "fr", None, str(files / "test.txt"),
+                          word=WordSettings(map="none"))
