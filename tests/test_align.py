@@ -9,7 +9,7 @@ import pytest
 import synthetic
 from conftest import assert_one_line_error, run_xlt
 
-from xlt.analysis.align import AlignSettings, align_contextual_word, align_word
+from xlt.analysis.align import AlignSettings, WordSettings, align_contextual_word, align_word
 from xlt.analysis.align_parallel import align_dictionary, read_parallel
 from xlt.finetune.transforms import load_map
 from xlt.utils.errors import XltError
@@ -102,6 +102,29 @@ def test_contextual_word_library(run_dir, data):
                                    layers=[0, 2], settings=AlignSettings(block_size=7))
     assert [r["layer"] for r in result["results"]] == [0, 2]
     assert result["test"]["usable"] == len(synthetic.DICTIONARY) // 2 and result["space"]["source_words"] == 24
+
+
+def test_word_in_the_joint_space_needs_no_training_dictionary(run_dir, data):
+    res = run_xlt("align", "word", *sides(run_dir), "--map", "none", "--no-csls", "--test-dict", data / "test.txt")
+    assert res.returncode == 0, res.stderr
+    result = json.loads(res.stdout)
+    scores = result["results"][0]
+    assert result["map"] == "none" and result["train"] is None and "csls" not in scores
+    assert 0 < scores["mrr"] <= 1 and scores["ranked"]["p@1"] <= scores["ranked"]["p@5"]
+
+
+def test_contextual_word_joint_space_and_saved_maps(run_dir, data, tmp_path):
+    joint = align_contextual_word(str(run_dir), "en", "fr", str(data / "train.en"), str(data / "train.fr"), None,
+                                  str(data / "test.txt"), n_sentences=60, layers=[0, 2],
+                                  word=WordSettings(map="none", csls=False))
+    assert joint["map"] == "none" and [r["layer"] for r in joint["results"]] == [0, 2]
+    assert all(0 < r["mrr"] <= 1 for r in joint["results"])
+    mapped = align_contextual_word(str(run_dir), "en", "fr", str(data / "train.en"), str(data / "train.fr"),
+                                   str(data / "train.txt"), str(data / "test.txt"), n_sentences=60, layers=[0, 2],
+                                   word=WordSettings(csls=False, save_map=str(tmp_path / "W.npy")))
+    W = np.load(tmp_path / "W.npy")
+    assert W.shape == (2, 64, 64) and mapped["saved_map"]["layers"] == [0, 2]
+    assert np.allclose(W[1] @ W[1].T, np.eye(64), atol=1e-4)
 
 
 def test_read_parallel_tsv_columns_and_dedup(tmp_path):
