@@ -17,6 +17,7 @@ lazy deletion instead of fastBPE's scan over all pairs, which is too slow in Pyt
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections import Counter
 from typing import Iterable, Iterator
 
@@ -152,42 +153,64 @@ def _characters(word: bytes) -> list[str]:
 
 
 # ---- learning --------------------------------------------------------------------------------
+def _tokenize(counts: Counter) -> tuple[list[str], list[list[int]], list[int]]:
+    """fastBPE's ``tokenize``: token strings (ids in order of first use) and every word's ids and count.
+
+    Words are visited in the unordered_map's order, which is what makes fastBPE's ids, and so its
+    tie-breaking, what they are.
+    """
+    words_in_order = list(counts)
+    token_id: dict[str, int] = {}
+    words, freq = [], []
+    for index in unordered_map_order(string_hashes(words_in_order)).tolist():
+        word = words_in_order[index]
+        words.append([token_id.setdefault(piece, len(token_id)) for piece in _characters(word)])
+        freq.append(counts[word])
+    return list(token_id), words, freq
+
+
+def _count_pairs(words: list[list[int]], freq: list[int]) -> tuple[dict[int, int], dict[int, int], np.ndarray, np.ndarray]:
+    """Every adjacent pair's count, and for each pair the words it occurs in, vectorised.
+
+    A pair (a, b) is the int ``a << 32 | b``, which orders like fastBPE's
+    ``std::pair<uint32_t, uint32_t>``. Returns (count by pair, row by pair, word indices grouped by
+    row, where each row's group starts): a pair's word list is built only if it is merged.
+    """
+    lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
+    flat = np.fromiter(itertools.chain.from_iterable(words), dtype=np.int64, count=int(lengths.sum()))
+    word_of = np.repeat(np.arange(len(words)), lengths)
+    inside = np.ones(len(flat), dtype=bool)  # position i starts a pair unless it ends its word
+    inside[np.cumsum(lengths) - 1] = False
+    left = np.flatnonzero(inside)
+    if not left.size:  # every word is one character
+        return {}, {}, np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    keys = flat[left] << 32 | flat[left + 1]
+    word_of = word_of[left]
+    pairs, row_of = np.unique(keys, return_inverse=True)
+    row_of = row_of.ravel()
+    totals = np.bincount(row_of, weights=np.asarray(freq, dtype=np.float64)[word_of], minlength=len(pairs))
+    by_row = np.lexsort((word_of, row_of))
+    grouped = np.stack([row_of[by_row], word_of[by_row]], axis=1)
+    grouped = grouped[np.r_[True, (np.diff(grouped, axis=0) != 0).any(axis=1)]]  # a word once per pair
+    starts = np.searchsorted(grouped[:, 0], np.arange(len(pairs) + 1))
+    key_list = pairs.tolist()
+    return (dict(zip(key_list, totals.astype(np.int64).tolist())), dict(zip(key_list, range(len(key_list)))),
+            grouped[:, 1], starts)
+
+
 def learn_merges(counts: Counter, merges: int) -> Iterator[tuple[str, str, int]]:
     """fastBPE's merges (left, right, count) of a word count, stopping when no pair is left.
 
     ``counts`` must be in the order in which fastBPE read the words (:func:`count_words`).
     """
-    words_in_order = list(counts)
-    order = unordered_map_order(string_hashes(words_in_order))
-    token_id: dict[str, int] = {}
-    tokens: list[str] = []
-    words: list[list[int]] = []
-    freq: list[int] = []
-    for index in order.tolist():
-        word = words_in_order[index]
-        ids = []
-        for piece in _characters(word):
-            if piece not in token_id:
-                token_id[piece] = len(tokens)
-                tokens.append(piece)
-            ids.append(token_id[piece])
-        words.append(ids)
-        freq.append(counts[word])
-
-    # A pair (a, b) is the int a << 32 | b: it orders like fastBPE's std::pair<uint32_t, uint32_t>.
-    pair_count: dict[int, int] = {}
-    where: dict[int, set[int]] = {}
-    for wi, ids in enumerate(words):
-        c = freq[wi]
-        for a, b in zip(ids, ids[1:]):
-            key = a << 32 | b
-            pair_count[key] = pair_count.get(key, 0) + c
-            where.setdefault(key, set()).add(wi)
+    tokens, words, freq = _tokenize(counts)
+    pair_count, initial_row, initial_words, starts = _count_pairs(words, freq)
+    added: dict[int, list[int]] = {}  # words of the pairs made by merges (a superset, like fastBPE's)
     heap = [(-c, key) for key, c in pair_count.items()]
     heapq.heapify(heap)
 
     for _ in range(merges):
-        while heap and (heap[0][0] == 0 or pair_count[heap[0][1]] != -heap[0][0]):
+        while heap and pair_count[heap[0][1]] != -heap[0][0]:
             heapq.heappop(heap)  # stale: the pair's count changed after this entry was pushed
         if not heap:
             return
@@ -196,36 +219,37 @@ def learn_merges(counts: Counter, merges: int) -> Iterator[tuple[str, str, int]]
         yield tokens[a], tokens[b], -best
         new = len(tokens)
         tokens.append(tokens[a] + tokens[b])
+        row = initial_row.get(key)
+        candidates = initial_words[starts[row]:starts[row + 1]].tolist() if row is not None else added.pop(key)
         delta: dict[int, int] = {}
-        for wi in where.pop(key):
+        change = delta.get
+        for wi in candidates:
             ids = words[wi]
-            if a not in ids:
+            occurrences = ids.count(a)
+            if not occurrences:
                 continue
             c = freq[wi]
-            out: list[int] = []
-            i, n = 0, len(ids)
-            while i < n:
-                if ids[i] == a and i + 1 < n and ids[i + 1] == b:
-                    # fastBPE's change_count around the occurrence: the pairs with the token before
-                    # and after it now pair with the new token instead
-                    if out:
-                        prev = out[-1]
-                        delta[prev << 32 | a] = delta.get(prev << 32 | a, 0) - c
-                        k = prev << 32 | new
-                        delta[k] = delta.get(k, 0) + c
-                        where.setdefault(k, set()).add(wi)
-                    if i + 2 < n:
-                        nxt = ids[i + 2]
-                        delta[b << 32 | nxt] = delta.get(b << 32 | nxt, 0) - c
-                        k = new << 32 | nxt
-                        delta[k] = delta.get(k, 0) + c
-                        where.setdefault(k, set()).add(wi)
-                    out.append(new)
-                    i += 2
-                else:
-                    out.append(ids[i])
-                    i += 1
-            words[wi] = out
+            j = -1
+            for _ in range(occurrences):  # in order; a merged (a, a) uses up the next one
+                try:
+                    j = ids.index(a, j + 1)
+                except ValueError:
+                    break
+                if j + 1 == len(ids) or ids[j + 1] != b:
+                    continue
+                # fastBPE's change_count around the occurrence: the tokens before and after it
+                # now pair with the new token instead
+                if j:
+                    prev = ids[j - 1] << 32
+                    delta[prev | a] = change(prev | a, 0) - c
+                    delta[prev | new] = change(prev | new, 0) + c
+                    added.setdefault(prev | new, []).append(wi)
+                if j + 2 < len(ids):
+                    nxt = ids[j + 2]
+                    delta[b << 32 | nxt] = change(b << 32 | nxt, 0) - c
+                    delta[new << 32 | nxt] = change(new << 32 | nxt, 0) + c
+                    added.setdefault(new << 32 | nxt, []).append(wi)
+                ids[j:j + 2] = (new,)
         pair_count[key] = 0
         for k, d in delta.items():
             if d and k != key:
