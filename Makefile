@@ -47,7 +47,7 @@ bench: install
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 data: install
-	$(VENV)/bin/xlt data fetch all
+	$(VENV)/bin/xlt data fetch --data-dir $(XLT_DATA) all
 
 clean:
 	rm -rf build work
@@ -61,7 +61,9 @@ SCALE    ?= demo
 include scales/$(SCALE).mk
 XLT      := $(VENV)/bin/xlt
 W        ?= work/$(SCALE)
-XLT_DATA ?= data
+# The data sets live in the checkout (an installed xlt defaults to the user cache): exported, so every
+# xlt that make runs, with or without --data-dir, uses the same place.
+export XLT_DATA ?= data
 LANGS    ?= fr ru zh
 # Wu et al.'s representation analyses (Figure 7's CKA, the §5.1 alignment) study four pairs.
 ANALYSIS_LANGS ?= fr de ru zh

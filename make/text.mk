@@ -23,7 +23,7 @@ CORPUS_cc-ru ?=
 GAP_cc-ru    ?= no Russian web/news corpus in the data mirror (data MANIFEST 8.2)
 MUSE         := $(XLT_DATA)/muse/splits_reconstructed
 
-# The `xlt data fetch` recipe that lays out a file under $(XLT_DATA) (data_recipes/*.json).
+# The `xlt data fetch` recipe that lays out a file under $(XLT_DATA) (xlt/data/recipe_files/*.json).
 recipe_of = $(strip $(or $(RECIPE_$(subst /,_,$1)), \
   $(if $(filter mono/%,$1),mono_$(word 2,$(subst /, ,$1))), \
   $(if $(filter ud/%,$1),ud_$(word 2,$(subst /, ,$1))), \

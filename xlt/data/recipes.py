@@ -1,7 +1,7 @@
 """Data recipes: where each data set comes from, its licence and checksums, and how to prepare it.
 
-One declarative JSON file per data set lives in ``data_recipes/`` (``XLT_RECIPES`` overrides the
-folder)::
+One declarative JSON file per data set lives in ``xlt/data/recipe_files/``, package data that
+every install carries (``XLT_RECIPES`` overrides the folder)::
 
     {"name": "msra", "title": "...", "licence": "...", "official_url": "http://...",
      "in_all": true, "notes": "...",
@@ -11,8 +11,9 @@ folder)::
                   "output": "ner/msra/msra_test_gold_char_bio.txt", "sha256": "..."}]}
 
 :func:`fetch` takes every file from the mirror (``XLT_DATA_MIRROR``, default ``../shared/data``
-beside the repository) or else from its ``url``, checks its sha256, and lays it out under the data
-directory (``XLT_DATA``, default ``data/`` in the repository) at the same relative path; then it
+beside the checkout when xlt runs from one) or else from its ``url``, checks its sha256, and lays it
+out under the data directory (``XLT_DATA``, default the user cache ``$XDG_CACHE_HOME/xlt`` or
+``~/.cache/xlt``, so an installed xlt never writes into its own install) at the same relative path; then it
 runs the recipe's preparation steps, which are the named functions in :data:`PREPARERS`. Files
 already present with the right checksum are skipped. A file whose recipe records no checksum
 (``"sha256": null``: official files that could not be pinned from here) is fetched and reported as
@@ -39,7 +40,7 @@ from xlt.utils import log
 from xlt.utils.errors import XltError
 from xlt.utils.textio import atomic_path, read_numbered_lines
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+RECIPE_FILES = Path(__file__).resolve().parent / "recipe_files"
 DOWNLOAD_TIMEOUT_S = 60
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _NAME = re.compile(r"[a-z0-9_]+")
@@ -84,20 +85,32 @@ class Recipe:
 
 # ---- locations -------------------------------------------------------------------------------
 def recipes_dir() -> Path:
-    return Path(os.environ.get("XLT_RECIPES") or REPO_ROOT / "data_recipes")
+    return Path(os.environ.get("XLT_RECIPES") or RECIPE_FILES)
 
 
 def data_dir() -> Path:
-    return Path(os.environ.get("XLT_DATA") or REPO_ROOT / "data")
+    """``XLT_DATA``, else the user cache (the repository's Makefile sets ``XLT_DATA=data``)."""
+    if os.environ.get("XLT_DATA"):
+        return Path(os.environ["XLT_DATA"])
+    cache = os.environ.get("XDG_CACHE_HOME", "")
+    # the XDG spec says to ignore a relative XDG_CACHE_HOME
+    return (Path(cache) if os.path.isabs(cache) else Path.home() / ".cache") / "xlt"
+
+
+def checkout_root() -> Optional[Path]:
+    """The source checkout xlt runs from (an editable install), or None for an installed wheel."""
+    root = Path(__file__).resolve().parents[2]
+    return root if (root / "pyproject.toml").is_file() else None
 
 
 def mirror_dir() -> Optional[Path]:
-    """``XLT_DATA_MIRROR`` (empty: no mirror), else ``../shared/data`` beside the repository if it exists."""
+    """``XLT_DATA_MIRROR`` (empty: no mirror), else ``../shared/data`` beside the checkout if it exists."""
     if "XLT_DATA_MIRROR" in os.environ:
         value = os.environ["XLT_DATA_MIRROR"]
         return Path(value) if value else None
-    default = REPO_ROOT.parent / "shared" / "data"
-    return default if default.is_dir() else None
+    root = checkout_root()
+    default = root.parent / "shared" / "data" if root is not None else None
+    return default if default is not None and default.is_dir() else None
 
 
 # ---- loading ---------------------------------------------------------------------------------
