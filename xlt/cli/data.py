@@ -1,4 +1,4 @@
-"""``xlt data fetch`` and ``xlt data list``: the data recipes of ``data_recipes/``."""
+"""``xlt data fetch`` and ``xlt data list``: the data recipes of ``xlt/data/recipe_files/``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import click
 from xlt.cli import XltGroup
 from xlt.utils import log
 
-_DATA_HELP = "Where data sets are laid out [env XLT_DATA; default: data/ in the repository]."
+_DATA_HELP = "Where data sets are laid out [env XLT_DATA; default: $XDG_CACHE_HOME/xlt or ~/.cache/xlt]."
 
 
 @click.group("data", cls=XltGroup)
@@ -18,8 +18,8 @@ def data() -> None:
     """Fetch and check the data sets that xlt's pipelines use (one recipe per data set).
 
     Files come from the local mirror (XLT_DATA_MIRROR, default ../shared/data beside the
-    repository) or else from their official URL; every file is checked against the sha256 in its
-    recipe and laid out under XLT_DATA (default data/) at the mirror's relative path.
+    checkout) or else from their official URL; every file is checked against the sha256 in its
+    recipe and laid out under XLT_DATA (default ~/.cache/xlt) at the mirror's relative path.
 
     \b
     Example:
