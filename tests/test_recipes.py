@@ -305,3 +305,43 @@ def test_unverified_official_file_is_fetched_and_reported(tmp_path, http_root):
     assert report.unverified == ["muse/official/en-fr.txt"] == report.downloaded
     assert fetch(["dicts"], data=data, mirror=None, recipes=recipes).present == ["muse/official/en-fr.txt"]
     assert os.path.getsize(data / "muse/official/en-fr.txt") == 9
+
+
+# ---- default locations: nothing depends on the checkout but the mirror default ---------------
+def test_data_directory_defaults_to_xlt_data_then_the_user_cache(tmp_path, monkeypatch):
+    from xlt.data import recipes as module
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("XLT_DATA", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    assert module.data_dir() == tmp_path / "home" / ".cache" / "xlt"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")  # not absolute: ignored, as the XDG spec says
+    assert module.data_dir() == tmp_path / "home" / ".cache" / "xlt"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert module.data_dir() == tmp_path / "cache" / "xlt"
+    monkeypatch.setenv("XLT_DATA", str(tmp_path / "mine"))
+    assert module.data_dir() == tmp_path / "mine"
+
+
+def test_recipes_ship_inside_the_package_and_the_mirror_default_needs_a_checkout(tmp_path, monkeypatch):
+    from xlt.data import recipes as module
+
+    monkeypatch.delenv("XLT_RECIPES", raising=False)
+    assert module.recipes_dir().parent == Path(module.__file__).resolve().parent  # package data, not the repo
+    assert "ud_en_ewt" in load_recipes()
+    monkeypatch.delenv("XLT_DATA_MIRROR", raising=False)
+    monkeypatch.setattr(module, "checkout_root", lambda: None)  # an installed wheel
+    assert module.mirror_dir() is None
+    monkeypatch.setattr(module, "checkout_root", lambda: tmp_path / "repo")
+    (tmp_path / "shared" / "data").mkdir(parents=True)
+    assert module.mirror_dir() == tmp_path / "shared" / "data"
+    monkeypatch.setenv("XLT_DATA_MIRROR", "")
+    assert module.mirror_dir() is None
+
+
+def test_data_list_fetches_into_the_user_cache_by_default(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("XLT_DATA", raising=False)
+    res = run_xlt("data", "list", cwd=tmp_path, check=True)
+    assert res.stdout.splitlines()[0].startswith(f"data directory: {tmp_path / 'cache' / 'xlt'} ")
+    assert not (tmp_path / "cache").exists()  # listing creates nothing
