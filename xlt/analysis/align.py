@@ -163,6 +163,12 @@ class WordSettings:
             raise XltError("--map procrustes learns W on --train-dict: give one, or --map none (the joint space)")
 
 
+def _check_target_size(n: int) -> None:
+    if n < max(KS):
+        raise XltError(f"the target space has only {n} words: P@{max(KS)} needs at least {max(KS)} "
+                       "candidates (more text, a larger --max-words or a larger vocabulary)")
+
+
 def _gold_sets(test: np.ndarray, queries: np.ndarray) -> list[set[int]]:
     """For each query row (sorted, unique), its gold target rows in ``test`` [P,2]: one pass, O(P)."""
     gold: dict[int, set[int]] = {}
@@ -182,9 +188,7 @@ def word_translation(source: np.ndarray, target: np.ndarray, train: Optional[np.
     whole mapped source space); MRR (Liu et al.) ranks ``word.candidates`` by cosine, and the same
     ranks give ``ranked`` P@k and the per-tag breakdown. Returns (scores, W [D,D] or None).
     """
-    if len(target) < max(KS):
-        raise XltError(f"the target space has only {len(target)} words: P@{max(KS)} needs at least {max(KS)} "
-                       "candidates (more text, a larger --max-words or a larger vocabulary)")
+    _check_target_size(len(target))
     if word.map == "procrustes":
         mapped, target_n, W = align_spaces(source, target, train, settings.iternorm_rounds)
     else:
@@ -230,6 +234,7 @@ def evaluate_spaces(source: WordSpace, target: WordSpace, train_dictionary: Opti
     """Dictionary pairs, then :func:`word_translation` per layer (``labels``), the POS breakdown and
     the saved map: the part of the result every word-level procedure shares."""
     word.check(train_dictionary)
+    _check_target_size(len(target.words))  # before the log line: an error stays the only line
     train, train_info = (usable_pairs(train_dictionary, source, target, source_key, target_key)
                          if train_dictionary is not None else (None, None))
     test, test_info = usable_pairs(test_dictionary, source, target, source_key, target_key)
