@@ -126,13 +126,16 @@ class HFTextModel:
         if self.uses_lang_emb and lang not in self.lang2id:
             raise XltError(f"language {lang!r} is not one of this model's ({', '.join(self.lang2id)})", self.source)
 
-    def _kwargs(self, lang: str) -> dict:
-        return {"lang": lang} if self.tokenizer_takes_lang else {}
-
     def encode_lines(self, lang: str, lines: Sequence[str]) -> list[list[int]]:
         if not lines:
             return []
-        return [list(ids) for ids in self.tokenizer(list(lines), add_special_tokens=False, **self._kwargs(lang))["input_ids"]]
+        if self.tokenizer_takes_lang:
+            # transformers 5's tokenize() drops its keyword arguments before XLM's _tokenize(text, lang)
+            # sees them (every language would get English Moses rules), so the language goes in directly.
+            tok = self.tokenizer
+            return [tok.convert_tokens_to_ids(tok._tokenize(line, lang=lang)) if line.strip() else []
+                    for line in lines]
+        return [list(ids) for ids in self.tokenizer(list(lines), add_special_tokens=False)["input_ids"]]
 
     def encode_words(self, lang: str, words: Sequence[str]) -> tuple[list[int], list[int]]:
         words = list(words)

@@ -1,0 +1,153 @@
+"""``xlt export hf``: a tiny BPE run (default row and a Sep Emb + L1 row) through transformers and back.
+
+What is held: transformers' AutoModel on the export gives xlt's hidden states at every layer (1e-5),
+padding included; AutoTokenizer gives xlt's ids on plain text (capitals, punctuation, accents,
+apostrophes, unknown characters); the MLM head gives xlt's logits; bad requests are one error line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never the network: every model here is made in the test
+
+import pytest  # noqa: E402
+import synthetic  # noqa: E402
+import torch  # noqa: E402
+from conftest import assert_one_line_error, run_xlt  # noqa: E402
+from pretrain_fixtures import tiny_args  # noqa: E402
+
+from xlt.pretrain.pretrained import PretrainedRun, pad_inputs  # noqa: E402
+
+# Plain text the way a user has it: capitals, commas, an apostrophe, accents, a digit, quotes.
+PLAIN = {"en": ["The old cat sees a dog.", "This child, 3 times, likes \"the\" garden!", "Zebra? Ünïcode."],
+         "fr": ["Le chat voit l'enfant.", "L'élève aime ce jardin, déjà.", "Où est-ce ? « Voilà »"]}
+EXTRA = {"en": ["the child's book .", "zebra !"], "fr": ["l' élève voit l' enfant .", "où est - ce ? déjà ."]}
+
+
+def _bpe_inputs(root):
+    """en/fr stores segmented with jointly learned BPE codes; returns the pretrain arguments."""
+    from xlt.data.store import binarize
+    from xlt.text.bpe import BPE, build_vocabulary, learn
+
+    root.mkdir(parents=True, exist_ok=True)
+    en, fr = synthetic.corpus(240, seed=3)
+    texts = {"en": en + EXTRA["en"] * 5, "fr": fr + EXTRA["fr"] * 5}
+    for lang, lines in texts.items():
+        (root / f"{lang}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    learn([root / "en.txt", root / "fr.txt"], 60, root / "codes")  # few merges: most words split
+    bpe = BPE(root / "codes")
+    args = []
+    for lang, lines in texts.items():
+        for split, part in (("train", lines[:200]), ("dev", lines[200:])):
+            (root / f"{lang}.{split}.bpe").write_text("\n".join(bpe.apply(part)) + "\n", encoding="utf-8")
+    build_vocabulary([root / "en.train.bpe", root / "fr.train.bpe"], root / "vocab", ["en", "fr"])
+    for lang in texts:
+        for split in ("train", "dev"):
+            binarize(str(root / f"{lang}.{split}.bpe"), str(root / "vocab"), lang, str(root / f"{lang}.{split}"))
+            args += [f"--{split}", lang, str(root / f"{lang}.{split}")]
+    return ["--vocab", str(root / "vocab"), *args, "--codes", "en", str(root / "codes"),
+            "--codes", "fr", str(root / "codes")]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("export")
+    inputs = _bpe_inputs(root / "inputs")
+    out = {}
+    for name, sharing in (("default", []), ("separated", ["--sharing", "sep-emb", "--separate-layers", "1", "1"])):
+        run_xlt("pretrain", "--run-dir", root / name, *inputs, *tiny_args(4), *sharing, check=True)
+        out[name] = root / name
+    return out
+
+
+@pytest.fixture(scope="module")
+def exported(runs, tmp_path_factory):
+    root = tmp_path_factory.mktemp("hf")
+    run_xlt("export", "hf", runs["default"], "-o", root / "default", check=True)
+    run_xlt("export", "hf", runs["separated"], "--lang", "fr", "-o", root / "separated.fr", check=True)
+    return {"default": root / "default", "separated": root / "separated.fr"}
+
+
+def _batch(run, lang):
+    """The PLAIN lines as xlt encodes them, padded (rows of different lengths)."""
+    rows = [run.wrap(ids) for ids in run.encode_lines(lang, PLAIN[lang])]
+    return pad_inputs(rows, "cpu", run.pad_id)
+
+
+@pytest.mark.parametrize("name,lang", [("default", "en"), ("default", "fr"), ("separated", "fr")])
+def test_hidden_states_and_logits_equal_xlt(runs, exported, name, lang):
+    from transformers import AutoModel, AutoModelForMaskedLM
+
+    run = PretrainedRun.load(runs[name])
+    ids, padding_mask = _batch(run, lang)
+    assert padding_mask is not None  # padding is part of what is compared
+    expected = run.hidden_states(ids, padding_mask, lang)
+    hf = AutoModel.from_pretrained(exported[name]).eval()
+    assert type(hf).__name__ == "XLMModel"
+    inputs = {"input_ids": ids, "attention_mask": (~padding_mask).long()}
+    if hf.config.use_lang_emb and hf.config.n_langs > 1:
+        inputs["langs"] = torch.full_like(ids, hf.config.lang2id[lang])
+    with torch.no_grad():
+        got = hf(**inputs, output_hidden_states=True).hidden_states
+    assert len(got) == len(expected) == run.n_layers + 1
+    keep = ~padding_mask
+    for layer, (a, b) in enumerate(zip(got, expected)):
+        torch.testing.assert_close(a[keep], b[keep], atol=1e-5, rtol=0, msg=f"layer {layer}")
+    mlm = AutoModelForMaskedLM.from_pretrained(exported[name]).eval()
+    with torch.no_grad():
+        logits = mlm(**inputs).logits
+        reference = run.model.head.logits(expected[-1], lang)
+    torch.testing.assert_close(logits[keep], reference[keep], atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("name,langs", [("default", ["en", "fr"]), ("separated", ["fr"])])
+def test_the_exported_tokenizer_gives_xlt_ids(runs, exported, name, langs):
+    from transformers import AutoTokenizer
+
+    run = PretrainedRun.load(runs[name])
+    tokenizer = AutoTokenizer.from_pretrained(exported[name])
+    for lang in langs:
+        lines = PLAIN[lang] + synthetic.corpus(5, seed=11)[langs.index(lang) if name == "default" else 1]
+        expected = run.encode_lines(lang, lines)
+        assert any(len(set(ids)) > 1 and 3 in ids for ids in expected)  # unknown characters are exercised
+        # XLM's own call with the language (transformers 5's tokenizer(text, lang=L) drops lang: docs/hf.md).
+        got = [tokenizer.convert_tokens_to_ids(tokenizer._tokenize(line, lang=lang)) for line in lines]
+        assert got == expected
+        if lang == "en":  # English is also what the plain call gives
+            assert [tokenizer(line, add_special_tokens=False)["input_ids"] for line in lines] == expected
+            assert tokenizer(lines[0])["input_ids"] == run.wrap(expected[0])  # </s> x </s>
+
+
+def test_the_export_through_the_seam_extracts_what_the_run_extracts(runs, exported):
+    from xlt.analysis.extract import sentence_vectors, word_vectors
+    from xlt.model.protocol import load_text_model
+
+    run, hf = PretrainedRun.load(runs["default"]), load_text_model(str(exported["default"]))
+    assert hf.describe()["kind"] == "hf" and hf.uses_lang_emb
+    lines = PLAIN["fr"] + synthetic.corpus(6, seed=5)[1]
+    torch.testing.assert_close(torch.from_numpy(sentence_vectors(hf, "fr", lines)),
+                               torch.from_numpy(sentence_vectors(run, "fr", lines)), atol=1e-5, rtol=0)
+    words = [line.split() for line in synthetic.corpus(6, seed=6)[0]]
+    a, ia = word_vectors(hf, "en", words, pooling="mean")
+    b, ib = word_vectors(run, "en", words, pooling="mean")
+    assert (ia.offsets == ib.offsets).all()
+    torch.testing.assert_close(torch.from_numpy(a), torch.from_numpy(b), atol=1e-5, rtol=0)
+
+
+def test_the_export_record_and_the_padded_feed_forward(exported):
+    record = json.loads((exported["default"] / "xlt_export.json").read_text())
+    assert record["languages"] == ["en", "fr"] and record["language_embedding"] == "table"
+    assert record["ffn_padded"] == {"from": 128, "to": 256}  # tiny: d_ffn 2 x 64, XLM's is 4 x
+    view = json.loads((exported["separated"] / "xlt_export.json").read_text())
+    assert view["view"] == "fr" and view["language_embedding"] == "folded into positions"
+
+
+def test_bad_export_requests_are_one_error_line(runs, exported, tmp_path):
+    assert_one_line_error(run_xlt("export", "hf", runs["separated"], "-o", tmp_path / "a"), "--lang L")
+    assert_one_line_error(run_xlt("export", "hf", runs["default"], "--lang", "en", "-o", tmp_path / "b"),
+                          "shares every parameter")
+    assert_one_line_error(run_xlt("export", "hf", runs["separated"], "--lang", "de", "-o", tmp_path / "c"), "'de'")
+    assert_one_line_error(run_xlt("export", "hf", runs["default"], "-o", exported["default"]), "not an empty")
+    assert not any((tmp_path / name).exists() for name in "abc")
