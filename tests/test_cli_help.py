@@ -24,8 +24,7 @@ PENDING_METAVARS = {
     ("xlt align word", "--model"), ("xlt align contextual-word", "--model"),
     ("xlt align sentence", "--model"), ("xlt align dictionary", "--model"), ("xlt align word", "--target-model"),
     ("xlt align contextual-word", "--target-model"), ("xlt align sentence", "--target-model"),
-    ("xlt align dictionary", "--target-model"), ("xlt finetune", "--output"), ("xlt finetune", "--eval"),
-    ("xlt finetune", "--data-dir"),
+    ("xlt align dictionary", "--target-model"),
 }
 
 # A path's value is named PATH, FILE, DIR or PREFIX (or NAME_FILE, NAME_DIR: DEV_FILE TEST_FILE).

@@ -46,13 +46,13 @@ def _task_value(text: str) -> Any:
 
 @click.command()
 @click.argument("task")
-@click.option("--model", required=True, type=click.Path(), help=_help("model"))
-@click.option("-o", "--output", required=True, type=click.Path(file_okay=False), help=_help("output"))
-@click.option("--config", "config_file", type=click.Path(), default=None,
+@click.option("--model", required=True, type=click.Path(), metavar="DIR", help=_help("model"))
+@click.option("-o", "--output", required=True, type=click.Path(file_okay=False), metavar="DIR", help=_help("output"))
+@click.option("--config", "config_file", type=click.Path(), default=None, metavar="FILE",
               help="JSON or TOML file of the options below (names with dashes or underscores; lists for the "
                    "grid); options given on the command line win.")
 @click.option("--target", "targets", multiple=True, metavar="LANG", help=_help("targets"))
-@click.option("--eval", "eval_", multiple=True, type=(str, str, str), metavar="LANG DEV TEST", help=_help("eval"))
+@click.option("--eval", "eval_", multiple=True, type=(str, str, str), metavar="LANG DEV_FILE TEST_FILE", help=_help("eval"))
 @click.option("--task-option", "task_settings", multiple=True, type=(str, str), metavar="KEY VALUE",
               help=_help("task_settings") + " (repeatable)")
 @click.option("--batch-size", multiple=True, metavar="N[,N...]", help=_help("batch_size"))
@@ -62,7 +62,7 @@ def _task_value(text: str) -> Any:
 @click.option("--map-dir", multiple=True, type=click.Path(), metavar="DIR", help=_help("map_dir"))
 @click.option("--shift", multiple=True, type=click.Path(), metavar="FILE", help=_help("shift"))
 @click.option("--shift-alpha", multiple=True, metavar="A[,A...]", help=_help("shift_alpha") + " [default: 1]")
-@dataclass_options(FinetuneConfig, skip=MANUAL)
+@dataclass_options(FinetuneConfig, skip=MANUAL, metavars={"data_dir": "DIR"})
 def finetune(task: str, config_file: str | None, targets, eval_, task_settings, map_dir, shift, **values) -> None:
     """Zero-shot cross-lingual transfer: fine-tune on a source language, test on every target.
 
