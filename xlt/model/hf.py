@@ -29,6 +29,15 @@ from xlt.utils.errors import XltError
 HEAD_CHUNK = 1024
 
 
+def quiet_transformers() -> None:
+    """No transformers warnings or progress bars on stderr: xlt owns its logs, and a bad input must stay
+    one error line ("some weights newly initialised" is decided on by the loader itself)."""
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+
+
 def _load_error(spec: str, what: str, err: Exception) -> XltError:
     first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     return XltError(f"cannot load the {what} ({first})", spec)
@@ -74,7 +83,7 @@ class HFTextModel:
         """``hf:NAME`` or a local transformers directory -> model (eval mode, on ``device``) + tokenizer."""
         import transformers
 
-        transformers.logging.set_verbosity_error()  # "some weights newly initialised" is decided on below
+        quiet_transformers()
         name = spec[len(HF_PREFIX):] if spec.startswith(HF_PREFIX) else spec
         try:
             tokenizer = transformers.AutoTokenizer.from_pretrained(name)

@@ -177,11 +177,13 @@ def export_hf(run_dir: str, output: str, lang: Optional[str] = None, checkpoint:
     export record (also ``xlt_export.json``)."""
     from transformers import XLMWithLMHeadModel
 
+    from xlt.model.hf import quiet_transformers
     from xlt.pretrain.pretrained import PretrainedRun
     from xlt.utils.textio import write_json
 
     if os.path.exists(output) and (not os.path.isdir(output) or os.listdir(output)):
         raise XltError("output exists and is not an empty directory", output)
+    quiet_transformers()
     run = PretrainedRun.load(run_dir, checkpoint)
     languages = _check_exportable(run, lang)
     codes, lowercase = _text_settings(run, languages)

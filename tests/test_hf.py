@@ -1,0 +1,217 @@
+"""Hugging Face models through the TextModel seam: a tiny random BERT (WordPiece) and XLM-R (SentencePiece
+Unigram), built here from configs and vocabularies made in the test, saved to a temporary directory and
+run through ``xlt extract``, ``xlt cka compare`` and ``xlt shift-decode``. Offline: no hub, no download.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never the network (subprocesses inherit it)
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import synthetic  # noqa: E402
+import torch  # noqa: E402
+from conftest import assert_one_line_error, run_xlt  # noqa: E402
+
+from xlt.analysis.extract import sentence_vectors, word_vectors  # noqa: E402
+from xlt.model.protocol import load_text_model  # noqa: E402
+from xlt.pretrain.pretrained import pad_inputs  # noqa: E402
+
+# Words left out of both vocabularies, so that they split into several pieces (word pooling is exercised).
+SPLIT = {"garden": ("gar", "##den"), "jardin": ("jar", "##din"), "river": ("riv", "##er"), "fleuve": ("fle", "##uve")}
+SIZES = dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=2, intermediate_size=64)
+
+
+def _words() -> list[str]:
+    en, fr = synthetic.corpus(200, seed=0)
+    return sorted({w for line in en + fr for w in line.split()})
+
+
+def _bert(path, with_head=True):
+    from transformers import BertConfig, BertForMaskedLM, BertModel, BertTokenizerFast
+
+    path.mkdir()
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [w for w in _words() if w not in SPLIT]
+    vocab += [piece for pieces in SPLIT.values() for piece in pieces]
+    (path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(vocab), max_position_embeddings=64, **SIZES)
+    (BertForMaskedLM if with_head else BertModel)(config).save_pretrained(path)
+    BertTokenizerFast(str(path / "vocab.txt")).save_pretrained(path)  # first argument: the vocab file
+
+
+def _xlmr(path):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import XLMRobertaConfig, XLMRobertaForMaskedLM, XLMRobertaTokenizerFast
+
+    words = _words()
+    pieces = [("<s>", 0.0), ("<pad>", 0.0), ("</s>", 0.0), ("<unk>", 0.0)]
+    pieces += [("\u2581" + w, -5.0) for w in words if w not in SPLIT] + [("\u2581", -8.0)]
+    pieces += [(c, -10.0) for c in sorted(set("".join(words)))] + [("<mask>", 0.0)]
+    backend = Tokenizer(models.Unigram(pieces, unk_id=3))
+    backend.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always")
+    backend.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="always")
+    tokenizer = XLMRobertaTokenizerFast(tokenizer_object=backend, bos_token="<s>", eos_token="</s>",
+                                        sep_token="</s>", cls_token="<s>", unk_token="<unk>", pad_token="<pad>",
+                                        mask_token="<mask>")
+    torch.manual_seed(1)
+    config = XLMRobertaConfig(vocab_size=len(pieces), max_position_embeddings=66, pad_token_id=1, bos_token_id=0,
+                              eos_token_id=2, **SIZES)
+    XLMRobertaForMaskedLM(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hf")
+    _bert(root / "bert")
+    _bert(root / "bare", with_head=False)
+    _xlmr(root / "xlmr")
+    (root / "notok").mkdir()
+    for name in ("config.json", "model.safetensors"):
+        (root / "notok" / name).write_bytes((root / "bert" / name).read_bytes())
+    return root
+
+
+@pytest.fixture(scope="module")
+def texts(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hf-text")
+    en, fr = synthetic.corpus(30, seed=4)
+    en[1] += " the big garden sees the river ."  # rows of different lengths: batches are padded
+    paths = {}
+    for lang, lines in (("en", en), ("fr", fr)):
+        paths[lang] = root / f"{lang}.txt"
+        paths[lang].write_text("\n".join(lines) + "\n")
+    return paths
+
+
+@pytest.mark.parametrize("name", ["bert", "xlmr"])
+def test_sentence_and_word_vectors_are_means_of_the_models_own_states(models, name):
+    from transformers import AutoModel
+
+    model = load_text_model(str(models / name))
+    reference = AutoModel.from_pretrained(models / name).eval()
+    lines = ["the small cat sees the garden .", "a dog ."]
+    X = sentence_vectors(model, "en", lines, batch_size=2)
+    assert X.shape == (4, 2, 32)
+    words = [line.split() for line in lines]
+    W, index = word_vectors(model, "en", words, pooling="mean")
+    F, _ = word_vectors(model, "en", words, pooling="first")
+    for i, line in enumerate(lines):  # one unpadded sentence at a time, through transformers directly
+        encoded = model.tokenizer(line, return_tensors="pt")
+        with torch.no_grad():
+            states = torch.stack(reference(**encoded, output_hidden_states=True).hidden_states)[:, 0]
+        np.testing.assert_allclose(X[:, i], states[:, 1:-1].mean(1), atol=1e-5)
+        ids, starts = model.encode_words("en", words[i])
+        assert len(starts) == len(words[i]) == index.counts()[i]
+        garden = words[i].index("garden") if "garden" in words[i] else None
+        if garden is not None:  # a word of several pieces: mean over them, or its first piece
+            s, e = starts[garden] + 1, starts[garden + 1] + 1
+            assert e - s > 1
+            np.testing.assert_allclose(W[:, index.rows(i)][:, garden], states[:, s:e].mean(1), atol=1e-5)
+            np.testing.assert_allclose(F[:, index.rows(i)][:, garden], states[:, s], atol=1e-5)
+
+
+def test_xlt_extract_on_a_transformers_directory(models, texts, tmp_path):
+    run_xlt("extract", "--model", models / "xlmr", "--lang", "en", "--level", "word", "--layers", "0,3",
+            texts["en"], "-o", tmp_path / "w", check=True)
+    header = json.loads((tmp_path / "w.json").read_text())
+    assert header["kind"] == "hf" and header["run"] == str(models / "xlmr") and header["step"] is None
+    vectors = np.load(tmp_path / "w.npy")
+    n_words = sum(len(line.split()) for line in texts["en"].read_text().splitlines())
+    assert vectors.shape == (2, n_words, 32) and np.isfinite(vectors).all()
+    run_xlt("extract", "--model", models / "bert", "--lang", "en", "--random-init", "3", texts["en"],
+            "-o", tmp_path / "r", check=True)
+    assert json.loads((tmp_path / "r.json").read_text())["model"] == "random:3"
+
+
+def test_cka_compare_on_transformers_models(models, texts, tmp_path):
+    common = ["--lang-a", "en", "--text-a", texts["en"], "--lang-b", "fr", "--text-b", texts["fr"]]
+    run_xlt("cka", "compare", "--model-a", models / "bert", *common, "-o", tmp_path / "bi", check=True)
+    run_xlt("cka", "compare", "--model-a", models / "bert", "--model-b", models / "xlmr", *common,
+            "-o", tmp_path / "two", check=True)
+    bi, two = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("bi", "two"))
+    assert bi["layers"] == two["layers"] == [0, 1, 2, 3]
+    assert all(0.0 <= v <= 1.0 + 1e-9 for v in bi["cka"] + two["cka"])
+    assert bi["b"]["run"] == str(models / "bert") and two["b"]["run"] == str(models / "xlmr")
+    assert bi["cka"] != two["cka"]
+
+
+def test_shift_decoding_adds_the_vector_at_the_right_layer(models):
+    """The hook-based shift of a transformers model against the layers run by hand."""
+    from xlt.analysis.shift import LanguageShift, language_mean, shift_decode
+
+    model = load_text_model(str(models / "bert"))
+    en, fr = synthetic.corpus(10, seed=2)
+    shift = LanguageShift("en", "fr", language_mean(model, "en", en)[0], language_mean(model, "fr", fr)[0], {})
+    line = "the old cat sees a garden ."
+    decoded = dict(shift_decode(model, shift, [line], [(0, 0.0), (1, 2.0), (3, 2.0)]))[0]
+    ids = torch.tensor([model.wrap(model.encode_lines("en", [line])[0])])
+    bert, head = model.model.bert, model.model.cls
+    with torch.no_grad():
+        states = bert(ids, output_hidden_states=True).hidden_states
+        assert decoded[(0, 0.0)] == head(states[-1]).argmax(-1)[0, 1:-1].tolist()  # no shift: the plain MLM
+        for layer in (1, 3):
+            hidden = states[layer] + 2.0 * torch.as_tensor(shift.difference(layer))
+            for block in bert.encoder.layer[layer:]:
+                out = block(hidden)
+                hidden = out[0] if isinstance(out, tuple) else out
+            assert decoded[(layer, 2.0)] == head(hidden).argmax(-1)[0, 1:-1].tolist()
+
+
+def _shift_file(model, texts, tmp_path, cli: bool):
+    """means (en, fr) + shift of ``model``: through the CLI, or in-process (fewer interpreter start-ups)."""
+    from xlt.analysis.shift import LanguageShift, compute_means
+
+    for lang in ("en", "fr"):
+        if cli:
+            run_xlt("shift-decode", "means", "--model", model, "--lang", lang, texts[lang],
+                    "-o", tmp_path / f"{lang}.npz", check=True)
+        else:
+            compute_means(str(model), lang, str(texts[lang]), str(tmp_path / f"{lang}.npz"))
+    LanguageShift.from_means(str(tmp_path / "en.npz"), str(tmp_path / "fr.npz")).save(str(tmp_path / "shift.npz"))
+
+
+@pytest.mark.parametrize("name", ["bert", "xlmr"])
+def test_shift_decode_translate_end_to_end(models, texts, tmp_path, name):
+    model = models / name
+    _shift_file(model, texts, tmp_path, cli=name == "bert")
+    assert json.loads(str(np.load(tmp_path / "en.npz")["header"]))["run"] == str(model)
+    common = ["translate", "--model", model, "--shift", tmp_path / "shift.npz", "--input", texts["en"],
+              "--reference", texts["fr"], "--layers", "2,3", "--alphas", "1,3", "-o", tmp_path / "out.json"]
+    res = run_xlt("shift-decode", *common)
+    assert_one_line_error(res, "--token-set")  # a transformers model records no per-language vocabulary
+    run_xlt("shift-decode", *common, "--token-set", "en", texts["en"], "--token-set", "fr", texts["fr"], check=True)
+    result = json.loads((tmp_path / "out.json").read_text())
+    assert result["run"] == str(model) and len(result["grid"]) == 4
+    assert all(0.0 <= row["bleu1"] <= 100.0 for row in result["grid"])
+    assert result["token_sets"]["shared"] > 0 and result["samples"]
+
+
+def test_bad_models_are_one_error_line(models, texts, tmp_path):
+    neither = tmp_path / "neither"
+    neither.mkdir()
+    (neither / "notes.txt").write_text("x\n")
+    extract = ["extract", "--lang", "en", texts["en"], "-o", tmp_path / "x"]
+    assert_one_line_error(run_xlt(*extract[:1], "--model", neither, *extract[1:]), "neither an xlt run directory")
+    assert_one_line_error(run_xlt(*extract[:1], "--model", models / "notok", *extract[1:]), "no tokenizer")
+    assert_one_line_error(run_xlt(*extract[:1], "--model", tmp_path / "absent", *extract[1:]), "no such model")
+    _shift_file(models / "bare", texts, tmp_path, cli=False)  # an encoder without a head still gives means ...
+    res = run_xlt("shift-decode", "translate", "--model", models / "bare", "--shift", tmp_path / "shift.npz",
+                  "--input", texts["en"], "--reference", texts["fr"], "--token-set", "en", texts["en"],
+                  "--token-set", "fr", texts["fr"], "-o", tmp_path / "out.json")
+    assert_one_line_error(res, "no masked-LM head")  # ... but cannot translate
+    assert not (tmp_path / "out.json").exists() and not list(tmp_path.glob("x.*"))
+
+
+def test_padding_does_not_change_a_sentences_states(models):
+    model = load_text_model(str(models / "xlmr"))
+    rows = [model.wrap(ids) for ids in model.encode_lines("fr", ["le chat .", "le grand chien voit un oiseau ."])]
+    ids, mask = pad_inputs(rows, "cpu", model.pad_id)
+    assert mask is not None and int(ids[0, -1]) == model.pad_id == 1
+    batched = model.hidden_states(ids, mask, "fr")[-1][0, :len(rows[0])]
+    alone = model.hidden_states(torch.tensor(rows[:1]), None, "fr")[-1][0]
+    torch.testing.assert_close(batched, alone, atol=1e-5, rtol=0)
