@@ -57,7 +57,7 @@ SHORT_HELP = {
     "align": "Procrustes alignment of two models' representations (Wu et al.",  # click ends it at "al."
     "cka": "Linear CKA between layer representations of parallel sentences (Wu et al., 2020, Figure 7).",
     "shift-decode": "Mean of Language, mean difference shift, unsupervised token translation (Liu et al., 2020, §4).",
-    "export": "Write an xlt run in another toolkit's format (`hf`: Hugging Face transformers).",
+    "export": "Export an xlt run to Hugging Face transformers (`xlt export hf`).",
     "report": "Lay result files out as the papers' tables, with the papers' numbers and findings.",
 }
 

@@ -9,7 +9,12 @@ import click
 
 @click.group()
 def export() -> None:
-    """Write an xlt run in another toolkit's format (`hf`: Hugging Face transformers)."""
+    """Export an xlt run to Hugging Face transformers (`xlt export hf`).
+
+    \b
+    Example:
+      xlt export hf runs/en-fr.default -o hf/en-fr.default
+    """
 
 
 @export.command()
