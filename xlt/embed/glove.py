@@ -115,9 +115,14 @@ def glove_objective(X: sp.spmatrix, W: np.ndarray, C: np.ndarray, bw: np.ndarray
     """
     coo = sp.coo_matrix(X)
     W, C = np.asarray(W, dtype=np.float64), np.asarray(C, dtype=np.float64)
-    i, j, x = coo.row, coo.col, coo.data
-    diff = np.einsum("ed,ed->e", W[i], C[j]) + np.asarray(bw, np.float64)[i] + np.asarray(bc, np.float64)[j] - np.log(x)
-    return float((weighting(x, x_max, alpha) * diff ** 2).sum())
+    bw, bc = np.asarray(bw, np.float64), np.asarray(bc, np.float64)
+    step = max(1, (1 << 22) // W.shape[1])  # entries at a time: two [step, D] gathers of 32 MB
+    total = 0.0
+    for start in range(0, coo.nnz, step):
+        i, j, x = coo.row[start:start + step], coo.col[start:start + step], coo.data[start:start + step]
+        diff = np.einsum("ed,ed->e", W[i], C[j]) + bw[i] + bc[j] - np.log(x)
+        total += float((weighting(x, x_max, alpha) * diff ** 2).sum())
+    return total
 
 
 @dataclass
