@@ -28,11 +28,12 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip setuptools wheel Cython
 	$(PY) -c "import torch" 2>/dev/null || $(PIP) install "torch==$${TORCH_VERSION:-2.13.0}"
-	$(PIP) install --no-build-isolation "fastBPE==$(FASTBPE_VER)"
+	$(PIP) install --no-build-isolation "fastBPE==$(FASTBPE_VER)"  # the [fastbpe] extra; needs Cython
 	$(PIP) install -e ".[test]"
 	touch $@
 
-# fastBPE's command-line tool (learnbpe / applybpe / getvocab), compiled from its PyPI sdist.
+# fastBPE's command-line tool, compiled from its PyPI sdist: `xlt bpe apply` runs it on plain files
+# (speed), and the tests check xlt's in-process learnbpe / getvocab / apply against it byte for byte.
 $(FAST): $(STAMP)
 	rm -rf build/fastbpe && mkdir -p build/fastbpe
 	$(PIP) download --no-deps --no-binary :all: -d build/fastbpe "fastBPE==$(FASTBPE_VER)"

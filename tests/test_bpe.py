@@ -143,6 +143,9 @@ def test_apply_with_a_vocabulary_and_a_threshold_matches_fast(sample, tmp_path):
     reference = fast_apply(tmp_path, en, codes, limited)
     res = run_xlt("bpe", "apply", "--codes", codes, "--vocab", vocab, "--vocab-threshold", threshold, en, check=True)
     assert res.stdout.encode("utf-8") == reference
+    lines = en.read_text(encoding="utf-8").split("\n")[:-1]
+    python = BPE(codes, vocab, vocab_threshold=threshold, native=False)  # xlt's own applier, for pip installs
+    assert "\n".join(python.apply(lines)) + "\n" == reference.decode("utf-8")
 
 
 def test_apply_keeps_whitespace_and_the_last_word_the_same_for_file_and_stdin(sample, tmp_path):
@@ -161,11 +164,17 @@ def test_apply_keeps_whitespace_and_the_last_word_the_same_for_file_and_stdin(sa
     assert ours.encode("utf-8") == fast_apply(tmp_path, one_line, sample["codes"])[:-1]
 
 
-def test_in_process_bpe_equals_the_command(sample, tmp_path):
+@pytest.mark.parametrize("native", [True, False])  # fastBPE's binding, and xlt's Python applier
+def test_in_process_bpe_equals_the_command(sample, tmp_path, native):
     lines = sample["en"].read_text(encoding="utf-8").split("\n")[:-1]
     reference = fast_apply(tmp_path, sample["en"], sample["codes"]).decode("utf-8").split("\n")[:-1]
-    bpe = BPE(sample["codes"])
+    bpe = BPE(sample["codes"], native=native)
     assert bpe.apply(lines[:500]) + bpe.apply(lines[500:]) == reference
+    other = nonascii_corpus(tmp_path)
+    odd = ["  the  garden\tof élan \r", "", "猫  vital   ", "a\0b\0c ab\0", "x" * 3000]
+    other.write_bytes(other.read_bytes() + ("\n".join(odd) + "\n").encode("utf-8"))
+    reference = fast_apply(tmp_path, other, sample["codes"]).decode("utf-8").split("\n")[:-1]
+    assert BPE(sample["codes"], native=native).apply(other.read_bytes().decode("utf-8").split("\n")[:-1]) == reference
 
 
 def textbook_bpe(word: str, ranks: dict[tuple[str, str], int]) -> str:
@@ -244,6 +253,9 @@ def test_apply_without_the_fast_tool_streams_the_same_bytes(sample, tmp_path, mo
     reference = fast_apply(tmp_path, sample["fr"], sample["codes"])
     monkeypatch.setattr(bpe_module, "find_fast_tool", lambda: None)  # as in a pip install: no `fast`
     out = tmp_path / "fr.bpe"
+    bpe_module.apply(sample["codes"], sample["fr"], out)
+    assert out.read_bytes() == reference
+    monkeypatch.setattr(bpe_module, "_binding_available", lambda required: False)  # nor its binding
     bpe_module.apply(sample["codes"], sample["fr"], out)
     assert out.read_bytes() == reference
 

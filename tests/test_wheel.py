@@ -133,6 +133,8 @@ def test_the_wheel_installs_into_an_empty_venv_and_runs_outside_the_checkout(tmp
     env = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path / "home"), "LANG": "C.UTF-8",
            "OMP_NUM_THREADS": "1"}
     assert shutil.which("fast", path=env["PATH"]) is None  # no compiled fastBPE tool: learn is in-process
+    no_binding = subprocess.run([venv / "bin" / "python", "-c", "import fastBPE"], cwd=work, env=env, capture_output=True)
+    assert no_binding.returncode != 0  # an optional extra: apply runs xlt's Python applier
     where = run([venv / "bin" / "python", "-c", "import xlt; print(xlt.__file__)"], work, env).stdout.decode()
     assert where.startswith(str(venv)), where
 

@@ -30,6 +30,7 @@ import sys
 import tempfile
 from typing import BinaryIO, Iterator, Optional, Sequence
 
+from xlt.text.bpe_apply import PythonApplier
 from xlt.text.bpe_learn import count_words, learn_merges, sorted_vocabulary, vocabulary_lines
 from xlt.text.fastbpe import check_inputs, copy_to, corpus_feed, find_fast_tool, run_fast, text_blocks
 from xlt.text.vocab import SIDECAR_SUFFIX, Vocabulary
@@ -187,16 +188,23 @@ class BPE:
 
     Lines are split on single spaces like fastBPE's file mode, so runs of spaces and leading or
     trailing spaces are kept as they are; a line must not contain ``\\n``. Words are cached (at most
-    :data:`WORD_CACHE_LIMIT`), since running text repeats them.
+    :data:`WORD_CACHE_LIMIT`), since running text repeats them. The words go through fastBPE's
+    Python binding when it is installed (``make install``), else through
+    :class:`~xlt.text.bpe_apply.PythonApplier`, with the same output.
     """
 
     def __init__(self, codes_path: PathLike, vocab_path: Optional[PathLike] = None,
-                 vocab_threshold: Optional[int] = None):
-        import fastBPE
-
+                 vocab_threshold: Optional[int] = None, native: Optional[bool] = None):
+        """``native``: True requires fastBPE's binding, False avoids it, None uses it when installed."""
         codes = check_codes(codes_path)
-        with vocabulary_limit(vocab_path, vocab_threshold) as vocab, _native_stderr_hidden():
-            self._applier = fastBPE.fastBPE(codes, vocab)
+        with vocabulary_limit(vocab_path, vocab_threshold) as vocab:
+            if native is not False and _binding_available(required=bool(native)):
+                import fastBPE
+
+                with _native_stderr_hidden():
+                    self._applier = fastBPE.fastBPE(codes, vocab)
+            else:
+                self._applier = PythonApplier(codes, vocab or None)
         self._cache: dict[str, str] = {"": ""}
 
     def apply(self, lines: Sequence[str]) -> list[str]:
@@ -212,6 +220,16 @@ class BPE:
             words = list(new)
             cache.update(zip(words, self._applier.apply(words)))
         return [" ".join([cache[w] for w in words]) for words in split]
+
+
+def _binding_available(required: bool) -> bool:
+    try:
+        import fastBPE  # noqa: F401  (compiled; a plain `pip install` of xlt may lack it)
+    except ImportError:
+        if required:
+            raise XltError("fastBPE's Python binding is not installed (make install builds it)") from None
+        return False
+    return True
 
 
 def _is_plain_file(path: str) -> bool:

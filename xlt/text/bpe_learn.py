@@ -5,9 +5,9 @@ token ids. Ids are handed out while iterating over the corpus's words, which fas
 libstdc++ ``std::unordered_map<std::string, uint32_t>``, so the codes depend on that map's
 iteration order. :func:`unordered_map_order` reproduces it: libstdc++'s string hash
 (``std::_Hash_bytes``, a MurmurHash2 variant), its prime bucket counts and the way its rehash and
-insert splice nodes into the one linked list that iteration walks. This holds for every libstdc++
-since GCC 5 (the rehash policy and hash have not changed since), i.e. every Linux build of fastBPE
-that XLM users run; the tests compare against the `fast` tool that ``make install`` compiles.
+insert splice nodes into the one linked list that iteration walks. This is libstdc++ as of GCC 12,
+i.e. a Linux build of fastBPE (a build against libc++ breaks ties its own way); the tests compare
+against the `fast` tool that ``make install`` compiles.
 
 The merge loop is fastBPE's: pair counts are updated incrementally around each merged occurrence
 (the same deltas, in the words that contain the pair), and the best pair comes from a heap with
@@ -136,19 +136,18 @@ def vocabulary_lines(counts: Counter) -> Iterator[bytes]:
         yield b"%s %d\n" % (word, count)
 
 
-def _characters(word: bytes) -> list[str]:
-    """fastBPE's split of a word into UTF-8 characters, the last one marked with ``</w>``.
+def characters(word: str) -> list[str]:
+    """fastBPE's split of a word into characters, the last one marked with ``</w>``.
 
-    fastBPE scans a C string: a NUL byte ends the scan, and the rest of the word joins the
-    character before it (or is the whole word when it starts the word).
+    fastBPE scans a C string: a NUL ends the scan, and the rest of the word joins the character
+    before it (or is the whole word when it starts the word).
     """
-    text = word.decode("utf-8")
-    nul = text.find("\0")
+    nul = word.find("\0")
     if nul == 0:
-        return [text + END_WORD]
-    head = text if nul < 0 else text[:nul]
+        return [word + END_WORD]
+    head = word if nul < 0 else word[:nul]
     pieces = list(head)
-    pieces[-1] += text[len(head):] + END_WORD
+    pieces[-1] += word[len(head):] + END_WORD
     return pieces
 
 
@@ -164,7 +163,7 @@ def _tokenize(counts: Counter) -> tuple[list[str], list[list[int]], list[int]]:
     words, freq = [], []
     for index in unordered_map_order(string_hashes(words_in_order)).tolist():
         word = words_in_order[index]
-        words.append([token_id.setdefault(piece, len(token_id)) for piece in _characters(word)])
+        words.append([token_id.setdefault(piece, len(token_id)) for piece in characters(word.decode("utf-8"))])
         freq.append(counts[word])
     return list(token_id), words, freq
 
