@@ -177,3 +177,15 @@ def test_means_shift_translate_table(run_dir, tmp_path):
     assert_one_line_error(run_xlt("shift-decode", "shift", "--src", tmp_path / "means.en.npz", "--tgt",
                                   tmp_path / "means.en.npz", "-o", tmp_path / "x.npz"), "both means are of 'en'")
     assert not list(tmp_path.glob("x*"))
+
+
+def test_liu_table2_names_the_model_it_reports_on(tmp_path):
+    from xlt.report import liu
+
+    for src, tgt in (("en", "fr"), ("fr", "en")):
+        grid = [{"layer": layer, "alpha": a, "bleu1": 1.0, "convert_rate": 0.5} for layer in (1, 2) for a in (1.0, 3.0)]
+        (tmp_path / f"{src}-{tgt}.json").write_text(json.dumps(
+            {"format": "xlt-shift-decode/1", "src": src, "tgt": tgt, "n": 2, "grid": grid,
+             "run": "hf:bert-base-multilingual-cased", "best": {"bleu1": 1.0, "layer": 2, "alpha": 3.0}}))
+    table = liu.build_table2(str(tmp_path), languages=["fr"])
+    assert table.remarks[0] == "Model: hf:bert-base-multilingual-cased."

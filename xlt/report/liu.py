@@ -86,6 +86,9 @@ def build_table2(results_dir: str, numbers: Optional[dict] = None, bleu_layer: O
         table.add_row(label, cells)
     table.remarks = ["The paper shifts m-BERT (12 layers); xlt's model has its own depth, so fixed rows use the "
                      "same relative depth (one and two layers below the top)."]
+    models = sorted({str(r["run"]) for r in found.values() if r.get("run")})  # an xlt run, or hf:NAME
+    if models:
+        table.remarks.insert(0, ("Model: " if len(models) == 1 else "Models: ") + "; ".join(models) + ".")
     cr = {d: [v[f"cr{a:g}"] for a in ALPHAS] for d, v in ours.items()}
     paper_cr = {d: [v["convert_rate_layer10"][f"{a:g}"] for a in ALPHAS] for d, v in paper.items()}
     table.findings = [check("The convert rate rises with α in every direction (the shift moves decoding towards "
