@@ -24,11 +24,12 @@ install: $(STAMP) $(FAST)
 
 # torch first, pinned to the version this machine carries as a local file; the project's
 # own requirement is a range, so a CUDA build of torch satisfies it on a GPU box.
+# fastBPE's binding (the [fastbpe] extra) builds only with Cython present and no build isolation.
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip setuptools wheel Cython
 	$(PY) -c "import torch" 2>/dev/null || $(PIP) install "torch==$${TORCH_VERSION:-2.13.0}"
-	$(PIP) install --no-build-isolation "fastBPE==$(FASTBPE_VER)"  # the [fastbpe] extra; needs Cython
+	$(PIP) install --no-build-isolation "fastBPE==$(FASTBPE_VER)"
 	$(PIP) install -e ".[test]"
 	touch $@
 
