@@ -136,6 +136,22 @@ def test_the_export_through_the_seam_extracts_what_the_run_extracts(runs, export
     torch.testing.assert_close(torch.from_numpy(a), torch.from_numpy(b), atol=1e-5, rtol=0)
 
 
+def test_shift_decoding_the_export_decodes_what_the_run_decodes(runs, exported):
+    """XLM's shift goes in through a hook on layer_norm2 (layer_norm_emb for layer 0); xlt's through
+    encode_from: the same argmax at every real position."""
+    from xlt.model.protocol import load_text_model
+
+    run, hf = PretrainedRun.load(runs["default"]), load_text_model(str(exported["default"]))
+    ids, padding_mask = _batch(run, "fr")
+    generator = torch.Generator().manual_seed(0)
+    shifts = [(layer, 3.0 * torch.randn(run.d_model, generator=generator)) for layer in range(run.n_layers + 1)]
+    keep = ~padding_mask
+    for ours, theirs in zip(run.shifted_decode(ids, padding_mask, "fr", shifts, "fr"),
+                            hf.shifted_decode(ids, padding_mask, "fr", shifts, "fr")):
+        assert torch.equal(ours[keep], theirs[keep])
+    assert not torch.equal(*run.shifted_decode(ids, padding_mask, "fr", [shifts[1], (1, 0 * shifts[1][1])], "fr"))
+
+
 def test_the_export_record_and_the_padded_feed_forward(exported):
     record = json.loads((exported["default"] / "xlt_export.json").read_text())
     assert record["languages"] == ["en", "fr"] and record["language_embedding"] == "table"
