@@ -111,3 +111,15 @@ def test_errors_are_one_line(files, tmp_path):
         write_word2vec(other, ["m0"] * 1, np.zeros((1, 3)))
         align_static_word(str(files / "joint.txt"), str(other), "en", "fr", None, str(files / "test.txt"),
                           word=WordSettings(map="none"))
+
+
+def test_drop_identical_removes_pairs_of_one_string(files, tmp_path):
+    (tmp_path / "dict.txt").write_text("w1 m1\nw2 w2\nw3 m3\n", encoding="utf-8")
+    common = dict(source_lang="en", target_lang="fr", train_dictionary=None, test_dictionary=str(tmp_path / "dict.txt"))
+    kept = align_static_word(str(files / "joint.txt"), str(files / "joint.txt"),
+                             word=WordSettings(map="none", csls=False), **common)
+    assert kept["test"]["usable"] == 3 and "identical_dropped" not in kept["test"]
+    dropped = align_static_word(str(files / "joint.txt"), str(files / "joint.txt"),
+                                word=WordSettings(map="none", csls=False, drop_identical=True), **common)
+    assert dropped["test"]["usable"] == 2 and dropped["test"]["identical_dropped"] == 1
+    assert dropped["results"][0]["queries"] == 2

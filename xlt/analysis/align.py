@@ -141,6 +141,9 @@ class WordSettings:
         "help": "Also CSLS P@k (its r_S costs targets x the whole source space: --no-csls for big vocabularies)."})
     pos_from: Optional[str] = field(default=None, metadata={
         "help": "CoNLL-U treebank (UD English EWT): MRR broken down by each source word's most frequent UPOS."})
+    drop_identical: bool = field(default=False, metadata={
+        "help": "Drop dictionary pairs whose two words are the same string (in one joint space without "
+                "language prefixes they are one row: rank 1 for free)."})
     save_map: Optional[str] = field(default=None, metadata={
         "help": "Write the learned W: float32 .npy, [D,D] (or [L,D,D], one per layer); "
                 "iternorm(x_source) @ W is in the target space."})
@@ -228,6 +231,19 @@ def save_maps(path: str, maps: Sequence[np.ndarray], labels: Sequence) -> dict:
             "orientation": "iternorm(x_source) @ W -> target space"}
 
 
+def _without_identical(rows: Optional[np.ndarray], info: Optional[dict], source: WordSpace,
+                       target: WordSpace) -> tuple[Optional[np.ndarray], Optional[dict]]:
+    """Pairs whose two words differ as strings; ``info`` counts the dropped ones. None stays None."""
+    if rows is None:
+        return rows, info
+    keep = np.array([source.words[s] != target.words[t] for s, t in rows.tolist()], dtype=bool)
+    if not keep.any():
+        raise XltError("every usable pair has two identical words (--drop-identical leaves none)", info["file"])
+    kept = rows[keep]
+    return kept, {**info, "usable": int(len(kept)), "identical_dropped": int((~keep).sum()),
+                  "source_words": int(len(np.unique(kept[:, 0])))}
+
+
 def evaluate_spaces(source: WordSpace, target: WordSpace, train_dictionary: Optional[str], test_dictionary: str,
                     settings: AlignSettings, word: WordSettings, labels: Sequence, source_key=str,
                     target_key=str) -> dict:
@@ -238,6 +254,9 @@ def evaluate_spaces(source: WordSpace, target: WordSpace, train_dictionary: Opti
     train, train_info = (usable_pairs(train_dictionary, source, target, source_key, target_key)
                          if train_dictionary is not None else (None, None))
     test, test_info = usable_pairs(test_dictionary, source, target, source_key, target_key)
+    if word.drop_identical:
+        train, train_info = _without_identical(train, train_info, source, target)
+        test, test_info = _without_identical(test, test_info, source, target)
     log.info(f"dictionaries: " + (f"{train_info['usable']}/{train_info['pairs']} train and " if train_info else "")
              + f"{test_info['usable']}/{test_info['pairs']} test pairs usable")
     tags = source_tags(source, word.pos_from) if word.pos_from else None
