@@ -123,9 +123,9 @@ class FinetuneConfig:
                                     "but the source)", default_factory=list, metavar="LANG")
     eval: dict[str, tuple[str, str]] = help_field(
         "a target language with explicit dev and test files (repeatable); implies --target LANG",
-        default_factory=dict, metavar="LANG DEV TEST")
+        default_factory=dict, metavar="LANG DEV_FILE TEST_FILE")
     data_dir: Optional[str] = help_field("root of the default data layout (default: where xlt data fetch writes, "
-                                         "$XLT_DATA or the repository's data/)", default=None)
+                                         "$XLT_DATA, else ~/.cache/xlt; make runs use data/)", default=None)
     task_settings: dict[str, Any] = help_field("settings passed to the task's constructor (JSON values)",
                                                default_factory=dict, metavar="KEY VALUE")
     batch_size: Optional[list[int]] = help_field("batch sizes to search (XNLI default 4,8; NER/parsing 16,32)",
