@@ -102,6 +102,39 @@ def test_word2vec_puts_co_occurring_words_nearer(tmp_path):
     assert "x_max" not in saved["config"] and saved["config"]["architecture"] == "skipgram"
 
 
+def test_word2vec_progress_follows_gensims_epochs(tmp_path, monkeypatch):
+    import contextlib
+
+    import xlt.embed.word2vec as w2v
+
+    bars = {}
+
+    class Recorder:
+        def __init__(self):
+            self.completed, self.advanced = [], 0
+
+        def advance(self, n=1):
+            self.advanced += n
+
+        def update(self, completed=None, **fields):
+            if completed is not None:
+                self.completed.append(completed)
+
+    @contextlib.contextmanager
+    def progress(description, total=None, unit=""):
+        bars[description] = Recorder()
+        yield bars[description]
+
+    monkeypatch.setattr(w2v.log, "progress", progress)
+    corpus = JointCorpus([("en", str(topic_corpus(tmp_path / "en.txt", "en", n=2500)))])
+    w2v.train_word2vec(corpus, EmbedConfig(dim=8, epochs=3, min_count=1, workers=1), str(tmp_path))
+    assert bars["joint corpus"].advanced == 2500
+    # gensim's own end-of-epoch records move the bar: one full epoch each.
+    assert bars["word2vec epochs"].completed[-1] == 3 and bars["word2vec epochs"].completed == sorted(
+        bars["word2vec epochs"].completed)
+    assert not list(tmp_path.glob(".xlt-embed-*"))  # the temporary joint corpus is gone
+
+
 # ---- GloVe -------------------------------------------------------------------------------------
 
 def test_cooccurrence_counts_by_hand():

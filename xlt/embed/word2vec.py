@@ -24,6 +24,7 @@ from xlt.utils import log
 from xlt.utils.errors import XltError
 
 _EPOCH_PROGRESS = re.compile(r"EPOCH (\d+) ?- PROGRESS: at ([0-9.]+)%")
+_EPOCH_END = re.compile(r"EPOCH (\d+): training on")
 
 
 class _ProgressHandler(logging.Handler):
@@ -34,11 +35,13 @@ class _ProgressHandler(logging.Handler):
         self.task, self.epochs = task, epochs
 
     def emit(self, record: logging.LogRecord) -> None:
-        match = _EPOCH_PROGRESS.match(record.getMessage())
+        message = record.getMessage()
+        match, end = _EPOCH_PROGRESS.match(message), _EPOCH_END.match(message)
+        # gensim 4 counts epochs from 0; the bar is in epochs.
         if match:
-            epoch, percent = int(match.group(1)), float(match.group(2))
-            # gensim 4 counts epochs from 0; the bar is in epochs.
-            self.task.update(completed=min(self.epochs, epoch + percent / 100))
+            self.task.update(completed=min(self.epochs, int(match.group(1)) + float(match.group(2)) / 100))
+        elif end:
+            self.task.update(completed=min(self.epochs, int(end.group(1)) + 1))
 
 
 @contextlib.contextmanager
