@@ -84,7 +84,7 @@ def text_model(run: TextModel, model: Optional[TextModel | nn.Module] = None) ->
     if isinstance(model, nn.Module):
         if not isinstance(run, PretrainedRun):
             raise TypeError("a bare network can only stand in for an xlt run's model")
-        return run.with_model(model, "custom")
+        return run.with_model(model.to(next(run.model.parameters()).device), "custom")
     return model
 
 
