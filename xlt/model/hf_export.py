@@ -109,7 +109,7 @@ def xlm_state_dict(run, lang: Optional[str], languages: list[str]) -> tuple[dict
             pos += enc.language_embeddings.weight.detach()[config.language_index(code)]
     out["transformer.position_embeddings.weight"] = pos
     for i in range(config.n_layers):
-        layer, p = for_language(enc.layers[i], code), f"transformer."
+        layer, p = for_language(enc.layers[i], code), "transformer."
         q, k, v = layer.attention.qkv.weight.detach().split(D)
         qb, kb, vb = layer.attention.qkv.bias.detach().split(D)
         for name, w, b in (("q_lin", q, qb), ("k_lin", k, kb), ("v_lin", v, vb),
