@@ -132,20 +132,20 @@ class WordSettings:
     """How word translation is measured (``xlt align word`` and ``contextual-word``)."""
 
     map: str = field(default="procrustes", metadata={
-        "help": "procrustes: an orthogonal map learned on --train-dict (Wu et al.); none: the joint space "
+        "metavar": "[procrustes|none]", "help": "procrustes: an orthogonal map learned on --train-dict (Wu et al.); none: the joint space "
                 "as it is, cosine only (Liu et al.; no --train-dict needed)."})
     candidates: str = field(default="dictionary", metadata={
-        "help": "What MRR ranks the gold translation among: dictionary = the test dictionary's target "
+        "metavar": "[dictionary|vocabulary]", "help": "What MRR ranks the gold translation among: dictionary = the test dictionary's target "
                 "words (Liu et al., Eq. 1), vocabulary = the whole target space."})
     csls: bool = field(default=True, metadata={
         "help": "Also CSLS P@k (its r_S costs targets x the whole source space: --no-csls for big vocabularies)."})
     pos_from: Optional[str] = field(default=None, metadata={
-        "help": "CoNLL-U treebank (UD English EWT): MRR broken down by each source word's most frequent UPOS."})
+        "metavar": "FILE", "help": "CoNLL-U treebank (UD English EWT): MRR broken down by each source word's most frequent UPOS."})
     drop_identical: bool = field(default=False, metadata={
         "help": "Drop dictionary pairs whose two words are the same string (in one joint space without "
                 "language prefixes they are one row: rank 1 for free)."})
     save_map: Optional[str] = field(default=None, metadata={
-        "help": "Write the learned W: float32 .npy, [D,D] (or [L,D,D], one per layer); "
+        "metavar": "FILE", "help": "Write the learned W: float32 .npy, [D,D] (or [L,D,D], one per layer); "
                 "iternorm(x_source) @ W is in the target space."})
 
     def __post_init__(self) -> None:

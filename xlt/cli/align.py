@@ -106,8 +106,8 @@ def _common(fn, model_required: bool = True):
     for decorator in reversed([
         click.option("--model", "model", required=model_required, type=click.Path(file_okay=False),
                      help=RUN_HELP if model_required else RUN_HELP + " Or --emb-a/--emb-b."),
-        click.option("--source-lang", required=True, help="Source language (one of --model's)."),
-        click.option("--target-lang", required=True, help="Target language (one of --target-model's)."),
+        click.option("--source-lang", required=True, metavar="LANG", help="Source language (one of --model's)."),
+        click.option("--target-lang", required=True, metavar="LANG", help="Target language (one of --target-model's)."),
         click.option("--target-model", type=click.Path(file_okay=False), default=None, help=TARGET_HELP),
         dataclass_options(AlignSettings),
     ]):
@@ -122,6 +122,8 @@ def align() -> None:
     Each procedure normalizes both spaces (iterative normalization), learns an orthogonal map
     W = UVᵀ from paired vectors and evaluates it (word translation: NN and CSLS P@1/5/10, MRR;
     sentences: Tatoeba P@1) or, for `dictionary`, saves one map per layer for `xlt finetune`.
+    `word` and `contextual-word` also measure one joint space as it is (--map none, Liu et al.
+    2020), and `word` reads embedding files in the word2vec text format (--emb-a/--emb-b).
 
     \b
     Example (two monolingual runs, word level):
@@ -146,8 +148,8 @@ WORD_DICT_HELP = "MUSE training dictionary (src tgt per line); needed by --map p
 @click.option("--max-words", type=click.IntRange(min=10), default=None,
               help="With --emb-a: read only the first N (most frequent) rows of each file [default: all].")
 @dataclass_options(WordSettings)
-@click.option("--train-dict", type=click.Path(), default=None, help=WORD_DICT_HELP)
-@click.option("--test-dict", required=True, type=click.Path(), help="MUSE test dictionary.")
+@click.option("--train-dict", type=click.Path(dir_okay=False), default=None, metavar="FILE", help=WORD_DICT_HELP)
+@click.option("--test-dict", required=True, type=click.Path(dir_okay=False), metavar="FILE", help="MUSE test dictionary.")
 @click.option("--subwords", type=click.Choice(["single", "mean"]), default="single", show_default=True,
               help="single: only words that are one vocabulary token (the XLM authors' practice); "
                    "mean: also words of several subwords, as the mean of their vectors (Liu et al.).")
@@ -207,8 +209,8 @@ def word(model, source_lang, target_lang, target_model, emb_a, emb_b, codes, max
               help="A word occurrence is its first subword or the mean of its subwords (the paper: mean).")
 @click.option("--layers", default=None, help="Comma-separated layers, 0 = embeddings [default: all].")
 @dataclass_options(WordSettings)
-@click.option("--train-dict", type=click.Path(), default=None, help=WORD_DICT_HELP)
-@click.option("--test-dict", required=True, type=click.Path(), help="MUSE test dictionary.")
+@click.option("--train-dict", type=click.Path(dir_okay=False), default=None, metavar="FILE", help=WORD_DICT_HELP)
+@click.option("--test-dict", required=True, type=click.Path(dir_okay=False), metavar="FILE", help="MUSE test dictionary.")
 @click.option("-o", "--output", default="-", show_default=True, help="Result JSON (- = stdout).")
 def contextual_word(model, source_lang, target_lang, target_model, source_corpus, target_corpus, n_sentences,
                     max_words, pooling, layers, train_dict, test_dict, output, **settings):

@@ -23,7 +23,7 @@ GLOVE_ONLY = ("x_max", "alpha", "learning_rate", "batch_size", "device")
 class EmbedConfig:
     """How static embeddings are trained (``xlt embed train``)."""
 
-    method: str = field(default="word2vec", metadata={"help": "word2vec (gensim) or glove (xlt's GloVe)."})
+    method: str = field(default="word2vec", metadata={"metavar": "[word2vec|glove]", "help": "word2vec (gensim) or glove (xlt's GloVe)."})
     dim: int = field(default=768, metadata={"help": "Vector dimension (Liu et al.: 768, as their BERT)."})
     window: Optional[int] = field(default=None, metadata={
         "help": "Context window: words on each side [default: word2vec 5, glove 15]."})
@@ -35,14 +35,14 @@ class EmbedConfig:
         "help": "Worker threads (0 = every CPU core). Word2Vec is bit-reproducible only with 1."})
     seed: int = field(default=0, metadata={"help": "Random seed (initialisation, sampling, GloVe's shuffles)."})
     architecture: str = field(default="cbow", metadata={
-        "help": "word2vec: cbow (gensim's default) or skipgram."})
+        "metavar": "[cbow|skipgram]", "help": "word2vec: cbow (gensim's default) or skipgram."})
     negative: int = field(default=5, metadata={"help": "word2vec: negative samples per positive one."})
     sample: float = field(default=1e-3, metadata={"help": "word2vec: down-sampling threshold of frequent words."})
     x_max: float = field(default=100.0, metadata={"help": "glove: weighting cut-off x_max (the paper: 100)."})
     alpha: float = field(default=0.75, metadata={"help": "glove: weighting exponent alpha (the paper: 3/4)."})
     learning_rate: float = field(default=0.05, metadata={"help": "glove: AdaGrad learning rate (glove.c: 0.05)."})
     batch_size: int = field(default=4096, metadata={"help": "glove: co-occurrence entries per AdaGrad step."})
-    device: str = field(default="cpu", metadata={"help": "glove: cpu, cuda, cuda:N or auto."})
+    device: str = field(default="cpu", metadata={"metavar": "DEVICE", "help": "glove: cpu, cuda, cuda:N or auto."})
 
     def __post_init__(self) -> None:
         # Everything is checked before the corpus is read: a typo must not cost a pass over 1M lines.
