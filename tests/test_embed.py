@@ -201,4 +201,8 @@ def test_embed_train_errors_are_one_line(tmp_path):
                                   tmp_path / "o"), "no word occurs at least --min-count 100000 times")
     assert_one_line_error(run_xlt("embed", "train", "--text", "en", tmp_path / "missing.txt", "-o", tmp_path / "o"),
                           "missing.txt", "no such text file")
+    assert_one_line_error(run_xlt("embed", "train", "--method", "glove", "--device", "gpu", "--text", "en", en, "-o",
+                                  tmp_path / "o"), "unknown device 'gpu'")
+    assert_one_line_error(run_xlt("embed", "train", "--text", "en", en, "--text", "en", en, "-o", tmp_path / "o"),
+                          "a language is given twice")
     assert not (tmp_path / "o").exists() and not (tmp_path / "o.json").exists()

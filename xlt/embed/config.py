@@ -42,7 +42,8 @@ class EmbedConfig:
     alpha: float = field(default=0.75, metadata={"help": "glove: weighting exponent alpha (the paper: 3/4)."})
     learning_rate: float = field(default=0.05, metadata={"help": "glove: AdaGrad learning rate (glove.c: 0.05)."})
     batch_size: int = field(default=4096, metadata={"help": "glove: co-occurrence entries per AdaGrad step."})
-    device: str = field(default="cpu", metadata={"metavar": "DEVICE", "help": "glove: cpu, cuda, cuda:N or auto."})
+    device: str = field(default="auto", metadata={
+        "metavar": "DEVICE", "help": "glove: torch device: auto (CUDA when present, else CPU), cpu, cuda or cuda:N."})
 
     def __post_init__(self) -> None:
         # Everything is checked before the corpus is read: a typo must not cost a pass over 1M lines.
@@ -63,5 +64,9 @@ class EmbedConfig:
             raise XltError("--negative must be at least 1 and --sample at least 0")
         if self.x_max <= 0 or self.alpha <= 0 or self.learning_rate <= 0:
             raise XltError("--x-max, --alpha and --learning-rate must be positive")
+        if self.method == "glove":
+            from xlt.utils.device import resolve_device
+
+            self.device = str(resolve_device(self.device))  # "auto" becomes what this machine has
         if self.workers == 0:
             self.workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
