@@ -12,7 +12,10 @@ iterative normalization (:mod:`xlt.analysis.procrustes`) and evaluates or saves 
 * :func:`~xlt.analysis.align_parallel.align_dictionary` -- fast_align contextual-word pairs of a
   parallel corpus, one target -> source map per layer for zero-shot transfer. Figure 5.
 
-The source and target sides are two runs (monolingual BERTs) or one bilingual run's two languages.
+The source and target sides are two runs (monolingual BERTs) or one bilingual run's two languages
+(embedding files: :mod:`xlt.embed.retrieval`). At the word levels, :class:`WordSettings` chooses the
+Procrustes map or none (one joint space measured as it is, Liu et al.), the MRR candidates, and a
+breakdown of the MRR by each source word's part of speech.
 Shapes: L layers, N words/sentences, D dimensions.
 """
 
