@@ -108,7 +108,9 @@ class FinetuneConfig:
 
     task: str = help_field(
         "task name (xnli, ner, parse) or a plugin 'module:Class' implementing xlt.finetune.task.Task")
-    model: str = help_field("pretrained run directory (xlt pretrain --run-dir)", metavar="RUN_DIR")
+    model: str = help_field("pretrained run directory (xlt pretrain --run-dir), or static:FILE: frozen word vectors "
+                            "(word2vec text format) under a BiLSTM-max encoder, the XNLI paper's baseline",
+                            metavar="RUN_DIR")
     output: str = help_field("results directory: results.json, summary.md and runs/<hash>/ per run", metavar="DIR")
     checkpoint: str = help_field("which pretrained checkpoint to start from: best (dev perplexity), last, or "
                                  "untrained (the run's architecture and vocabulary, freshly initialised: the "
@@ -171,6 +173,11 @@ class FinetuneConfig:
     shift_alpha: list[float] = help_field(
         "shift weights; with several, each target picks its own on its dev set (as Liu et al.'s Table 4)",
         default_factory=lambda: [1.0], metavar="A[,A...]")
+    codes: Optional[str] = help_field("with --model static:FILE: the BPE codes the vectors' text was segmented with "
+                                      "(needed when the file has @@ pieces); unset: Moses tokens are looked up as "
+                                      "they are", default=None, metavar="FILE")
+    lstm_dim: int = help_field("with --model static:FILE: LSTM units per direction (XNLI baseline: 512)",
+                               default=512)
     device: str = help_field("cpu, cuda, cuda:N or auto (CUDA when present)", default="auto")
     precision: str = help_field("auto (bf16 autocast on CUDA that supports it natively, else fp32), fp32, or bf16 "
                                 "(autocast on any device, CPUs included)", default="auto")

@@ -34,6 +34,7 @@ import torch
 from xlt.finetune import selection
 from xlt.finetune.config import DATA_LAYOUT, FinetuneConfig, RunSettings, default_path
 from xlt.finetune.evaluations import evaluations, short_hash
+from xlt.finetune.static import StaticRun, coverage_markdown, is_static
 from xlt.finetune.ordering import ExampleSizes, evaluation_order, example_sizes, ordered_batches
 from xlt.finetune.task import Batch, Task
 from xlt.finetune.trainer import RunTrainer, SourceData
@@ -103,18 +104,18 @@ class Experiment:
         self.cfg = cfg
         self.task = resolve_task(cfg.task, cfg.task_settings)
         self.source = cfg.source_language()
-        # The control starts from the best checkpoint's architecture, re-initialised (seed 0, so every
-        # seed and task of the control fine-tunes the same untrained encoder).
-        weights = "best" if cfg.checkpoint == "untrained" else cfg.checkpoint
-        self.pretrained = PretrainedRun.load(cfg.model, weights)
-        if cfg.checkpoint == "untrained":
-            self.pretrained.model = self.pretrained.random_encoder_like(seed=0)
+        if is_static(cfg.model):
+            self.pretrained, self.model_identity = self._load_static(cfg)
+        else:
+            self.pretrained, self.model_identity = self._load_run(cfg)
         languages = self.pretrained.languages
         for lang in [self.source, *cfg.targets, *cfg.eval]:
-            if lang not in languages:
+            if languages and lang not in languages:
                 raise XltError(f"language {lang!r} is not one of the model's ({', '.join(languages)})", cfg.model)
         self.targets = list(dict.fromkeys([*cfg.targets, *cfg.eval])) or [l for l in languages if l != self.source]
         self.targets = [t for t in self.targets if t != self.source]
+        if not self.targets:
+            raise XltError("no target language: name one with --target or --eval", cfg.model)
         self.splits = self._read_splits()
         self.labels = self.task.labels(self.splits["train", self.source].examples)
         for split in self.splits.values():  # a bad evaluation file fails now, not after every run has trained
@@ -128,12 +129,33 @@ class Experiment:
                            f"{self.pretrained.config.n_layers} layers", cfg.model)
         self.device = resolve_device(cfg.device)
         self.maps, self.shifts = self._read_transforms()
-        self.model_identity = {"checkpoint": cfg.checkpoint, "vocab_sha256": self.pretrained.vocab.sha256,
-                               "checkpoint_sha256": file_sha256(os.path.join(cfg.model, "checkpoints",
-                                                                             f"{weights}.pt"))}
         self._sizes: dict[tuple[str, str], ExampleSizes] = {}
         self._eval_batches: dict[tuple[str, str], list[Batch]] = {}
         self.runs_dir = os.path.join(cfg.output, "runs")
+
+    @staticmethod
+    def _load_run(cfg: FinetuneConfig) -> tuple[PretrainedRun, dict[str, Any]]:
+        # The control starts from the best checkpoint's architecture, re-initialised (seed 0, so every
+        # seed and task of the control fine-tunes the same untrained encoder).
+        weights = "best" if cfg.checkpoint == "untrained" else cfg.checkpoint
+        run = PretrainedRun.load(cfg.model, weights)
+        if cfg.checkpoint == "untrained":
+            run.model = run.random_encoder_like(seed=0)
+        identity = {"checkpoint": cfg.checkpoint, "vocab_sha256": run.vocab.sha256,
+                    "checkpoint_sha256": file_sha256(os.path.join(cfg.model, "checkpoints", f"{weights}.pt"))}
+        return run, identity
+
+    def _load_static(self, cfg: FinetuneConfig) -> tuple[StaticRun, dict[str, Any]]:
+        if cfg.checkpoint != "best" or cfg.map_dir or cfg.shift or cfg.freeze_bottom:
+            raise XltError("--model static:FILE takes no --checkpoint, --map-dir, --shift or --freeze-bottom "
+                           "(the vectors are frozen, there are no layers)", cfg.model)
+        run = StaticRun.load(cfg.model, cfg.codes, cfg.lstm_dim)
+        # The XNLI baseline's head unless asked otherwise; set on the task before any run is named,
+        # so results.json and the run hashes record it.
+        if cfg.task == "xnli" and "pooling" not in cfg.task_settings:
+            cfg.task_settings = {**cfg.task_settings, "pooling": "pair-max"}
+            self.task = resolve_task(cfg.task, cfg.task_settings)
+        return run, run.identity()
 
     # ---- inputs ---------------------------------------------------------------------------------
     def _path(self, lang: str, split: str) -> Optional[str]:
@@ -305,6 +327,14 @@ def finetune(cfg: FinetuneConfig, on_epoch_end: Optional[Callable[[dict[str, Any
                                         for t, m in exp.shifts.items()}},
                "config": cfg.to_dict(), "summary": summary, "runs": records}
     text = selection.markdown(summary, f"xlt finetune {cfg.task}: {exp.source} -> {', '.join(exp.targets)}")
+    if isinstance(exp.pretrained, StaticRun):
+        # counted while this command encoded the splits; a command that only read cached runs encoded none
+        coverage = exp.pretrained.coverage()
+        if coverage:
+            results["static_coverage"] = coverage
+            text += coverage_markdown(coverage)
+            for lang, c in coverage.items():
+                log.info(f"{lang}: {c['unknown']} of {c['tokens']} tokens have no vector (zero vectors)")
     write_json(os.path.join(cfg.output, "results.json"), results)
     with atomic_output(os.path.join(cfg.output, "summary.md")) as f:
         f.write(text)

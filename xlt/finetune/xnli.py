@@ -6,7 +6,9 @@ file ``data/nli/mnli/mnli_20k.tsv`` and ``data/xnli/{dev,test}-LANG.tsv``.
 Input: ``</s> premise </s> hypothesis </s>`` (:func:`~xlt.pretrain.pretrained.model_input`), cut
 to ``max_len`` by dropping the last subword of the longer segment (the hypothesis on a tie) until
 it fits. Head: the state at position 0 (the "first token", XLM's; or the mean of the input's states,
-``pooling mean``) -> dropout -> linear softmax classifier.
+``pooling mean``) -> dropout -> linear softmax classifier; or, ``pooling pair-max`` (the XNLI paper's
+BiLSTM-max baseline, the default with ``--model static:FILE``), u and v max-pooled over the premise's
+and the hypothesis's positions, [u, v, |u-v|, u*v] -> MLP (:class:`xlt.model.bilstm.PairMaxHead`).
 Metric: accuracy.
 """
 
@@ -22,7 +24,8 @@ from torch import Tensor
 from xlt.finetune.inputs import EncodingMemo, example_order, settings_from
 from xlt.finetune.metrics import accuracy
 from xlt.finetune.predictions import write_labels
-from xlt.finetune.task import Batch, LinearHead, Task
+from xlt.finetune.task import Batch, LinearHead, Task, TaskHead
+from xlt.model.bilstm import PairMaxHead
 from xlt.pretrain.pretrained import TextPipeline, model_input, pad_inputs
 from xlt.utils.errors import XltError
 from xlt.utils.textio import read_numbered_lines
@@ -45,14 +48,17 @@ class XNLISettings:
     dropout: float = field(default=0.1, metadata={"help": "dropout before the classifier (XLM: 0.1)"})
     pooling: str = field(default="first", metadata={
         "help": "what the classifier reads: first (the state at position 0, XLM's) or mean (the mean state of "
-                "the input: small models, whose first token learned nothing in pretraining, fit it far sooner)"})
+                "the input: small models, whose first token learned nothing in pretraining, fit it far sooner) or "
+                "pair-max (premise and hypothesis max-pooled apart, [u, v, |u-v|, u*v] -> MLP: the XNLI paper's "
+                "BiLSTM-max baseline; the default with --model static:FILE)"})
+    mlp_dim: int = field(default=128, metadata={"help": "hidden units of the pair-max MLP"})
 
     def __post_init__(self) -> None:
         if self.pooling not in POOLINGS:
             raise XltError(f"xnli setting pooling must be one of {', '.join(POOLINGS)}, got {self.pooling!r}")
 
 
-POOLINGS = ("first", "mean")
+POOLINGS = ("first", "mean", "pair-max")
 
 
 def truncate_pair(a: list[int], b: list[int], budget: int) -> tuple[list[int], list[int]]:
@@ -128,7 +134,9 @@ class XNLITask(Task):
         # The label set is the task's, not the data's: a head always has the three classes.
         return list(NLI_LABELS)
 
-    def make_head(self, d_model: int, labels: list[str]) -> ClassifierHead:
+    def make_head(self, d_model: int, labels: list[str]) -> TaskHead:
+        if self.settings.pooling == "pair-max":
+            return PairMaxHead(d_model, labels, self.settings.mlp_dim, self.settings.dropout)
         return ClassifierHead(d_model, labels, self.settings.dropout, self.settings.pooling)
 
     def batches(self, examples: Sequence[NLIPair], text: TextPipeline, labels: list[str], batch_size: int,
