@@ -10,7 +10,7 @@ FAST        := $(VENV)/bin/fast
 STAMP       := $(VENV)/.installed
 
 .PHONY: install test bench data clean help demo reproduce-table1 reproduce-figure7 reproduce-alignment \
-        reproduce-liu-table2 reproduce-liu-table4 reproduce-all
+        reproduce-liu-table2 reproduce-liu-table4 reproduce-liu-figures reproduce-all
 help:
 	@echo "make install          create .venv with every dependency (idempotent)"
 	@echo "make test             run the test suite"
@@ -19,6 +19,7 @@ help:
 	@echo "make demo             en-fr text pipeline and a Default-row pretraining run (SCALE=smoke|demo|cpu|gpu|paper)"
 	@echo "make reproduce-table1 Wu et al. Table 1: 10 rows x en-fr (LANGS=\"fr ru zh\": all), XNLI + NER + parsing"
 	@echo "make reproduce-figure7 / reproduce-alignment / reproduce-liu-table2 / reproduce-liu-table4 / reproduce-all"
+	@echo "make reproduce-liu-figures  Liu et al. Figures 1-4 + MRR by POS: BERT vs Word2Vec/GloVe, 2 data sizes (LIU_LANGS)"
 
 install: $(STAMP) $(FAST)
 
@@ -84,7 +85,7 @@ SHELL    := /bin/bash
 # stays finished when its inputs (models, token stores) are deleted to save disk.
 .SECONDARY:
 .SECONDEXPANSION:
-include make/text.mk make/table1.mk make/analysis.mk
+include make/text.mk make/table1.mk make/analysis.mk make/liu_figures.mk
 
 demo: $(W)/models/default/en-fr/finished
 	@echo "demo done: $(W)/models/default/en-fr (metrics.jsonl, checkpoints/best.pt)"

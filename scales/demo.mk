@@ -50,3 +50,17 @@ CWORD_SENTENCES    := 2000
 MEANS_SENTENCES    := 10000
 TRANSLATE_SENTENCES := 300
 DEVICE             := cpu      # extract, cka, align, shift-decode (fine-tuning and pretraining find CUDA themselves)
+# Liu et al. Figures 1-4 (make/liu_figures.mk): one joint model of en + LIU_LANGS (fr de ru zh) per
+# size and kind, 4 BERTs + 8 static files, 12 XNLI runs, 48 MRR files; estimated ~30 min on 2 cores
+# (docs/reproduce.md). 1:50 of the paper's sizes.
+LIU_SIZES          := 4000 20000   # lines per language (the paper: 200k and 1000k sentences)
+LIU_DIM            := 64           # = the mini preset's d_model (the paper: 768)
+LIU_STEPS          := 2000         # 2M tokens per BERT (Table 1's demo: 5,000 steps)
+LIU_SHORT_STEPS    := 1000         # 8-token windows first, as every demo BERT (the plateau, above)
+LIU_W2V_EPOCHS     := 5
+LIU_GLOVE_EPOCHS   := 5
+LIU_MIN_COUNT      := 3
+LIU_LSTM_DIM       := 64
+LIU_CWORD_SENTENCES := 2000
+LIU_XNLI_ARGS      := --batch-size 32 --encoder-lr 1e-3 --head-lr 1e-3 --epochs 2 --epoch-size 5000 --task-option pooling mean
+LIU_STATIC_XNLI_ARGS := --batch-size 32 --encoder-lr 1e-3 --head-lr 1e-3 --epochs 2 --epoch-size 5000

@@ -40,3 +40,16 @@ CWORD_SENTENCES    := 100000
 MEANS_SENTENCES    := 10000
 TRANSLATE_SENTENCES := 5000
 DEVICE             := cuda
+# Liu et al. Figures 1-4 (make/liu_figures.mk): the paper's 768 dimensions; 1:10 of its sizes (the
+# mirror's ru text holds fewer lines than the big size: it is used whole)
+LIU_SIZES          := 20000 100000
+LIU_DIM            := 768
+LIU_STEPS          := 10000
+LIU_SHORT_STEPS    := 1000
+LIU_W2V_EPOCHS     := 5
+LIU_GLOVE_EPOCHS   := 25
+LIU_MIN_COUNT      := 5
+LIU_LSTM_DIM       := 512
+LIU_CWORD_SENTENCES := 20000
+LIU_XNLI_ARGS      := $(XNLI_ARGS)
+LIU_STATIC_XNLI_ARGS := --batch-size 64 --encoder-lr 1e-3 --head-lr 1e-3 --epochs 5 --epoch-size 20000

@@ -46,3 +46,16 @@ CWORD_SENTENCES    := 500000
 MEANS_SENTENCES    := 10000
 TRANSLATE_SENTENCES := 5010
 DEVICE             := cuda
+# Liu et al. Figures 1-4 (make/liu_figures.mk): the paper's sizes and 768 dimensions (point CORPUS_<L>
+# at full dumps: the mirror holds far fewer lines)
+LIU_SIZES          := 200000 1000000
+LIU_DIM            := 768
+LIU_STEPS          := 200000
+LIU_SHORT_STEPS    := 0
+LIU_W2V_EPOCHS     := 5
+LIU_GLOVE_EPOCHS   := 25
+LIU_MIN_COUNT      := 5
+LIU_LSTM_DIM       := 512
+LIU_CWORD_SENTENCES := 200000
+LIU_XNLI_ARGS      := $(XNLI_ARGS)
+LIU_STATIC_XNLI_ARGS := --batch-size 64 --encoder-lr 1e-3 --head-lr 1e-3 --epochs 10 --epoch-size 20000

@@ -40,3 +40,16 @@ CWORD_SENTENCES    := 2000
 MEANS_SENTENCES    := 10000
 TRANSLATE_SENTENCES := 300
 DEVICE             := cpu      # extract, cka, align, shift-decode (fine-tuning and pretraining find CUDA themselves)
+# Liu et al. Figures 1-4 (make/liu_figures.mk): one joint model of en + LIU_LANGS per size and kind;
+# a pipeline check (its BERTs are 100 steps on the unigram plateau)
+LIU_SIZES          := 500 2500     # lines per language (the paper: 200k and 1000k sentences)
+LIU_DIM            := 64           # = the mini preset's d_model (the paper: 768)
+LIU_STEPS          := 100
+LIU_SHORT_STEPS    := 0
+LIU_W2V_EPOCHS     := 2
+LIU_GLOVE_EPOCHS   := 3
+LIU_MIN_COUNT      := 2
+LIU_LSTM_DIM       := 32
+LIU_CWORD_SENTENCES := 500
+LIU_XNLI_ARGS      := --batch-size 32 --encoder-lr 5e-4 --head-lr 1e-3 --epochs 1 --epoch-size 1000
+LIU_STATIC_XNLI_ARGS := --batch-size 32 --encoder-lr 1e-3 --head-lr 1e-3 --epochs 1 --epoch-size 1000

@@ -162,7 +162,7 @@ def test_mean_pooling_reads_every_input_state_and_no_padding(tmp_path, text):
     first = get_task("xnli", dropout=0.0).make_head(8, labels)
     first.load_state_dict(head.state_dict())
     torch.testing.assert_close(first(hidden, batch), first.classifier(hidden[:, 0]))
-    with pytest.raises(XltError, match="pooling must be one of first, mean, got 'max'"):
+    with pytest.raises(XltError, match="pooling must be one of first, mean, pair-max, got 'max'"):
         get_task("xnli", pooling="max")
 
 
