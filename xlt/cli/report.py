@@ -152,3 +152,61 @@ def liu_table4(results_dir: str, table1_dir: str, langs: str, paper_numbers, out
     from xlt.report import liu, paper
 
     _emit(liu.build_table4(results_dir, table1_dir, _languages(langs), paper.load(paper_numbers)), output_dir)
+
+
+LAYER_HELP = ("BERT's layer: last, best (per file: an upper bound) or a number (0 = embeddings); the papers do not "
+              "say which.")
+
+
+def _sizes(text: str) -> list[int]:
+    from xlt.utils.errors import XltError
+
+    try:
+        sizes = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise XltError(f"--sizes takes comma-separated line counts such as 4000,20000; got {text!r}") from None
+    if not sizes or any(s < 1 for s in sizes):
+        raise XltError(f"--sizes takes positive line counts, got {text!r}")
+    return sizes
+
+
+@report.command("liu-figures", short_help="Liu et al. 2020 Figures 1-4 (BERT vs Word2Vec/GloVe).")
+@click.option("--results-dir", required=True, type=click.Path(exists=True, file_okay=False), metavar="DIR",
+              help="RESULTS_DIR/n<N>/mrr/<model>/en-<lang>.json and RESULTS_DIR/n<N>/xnli/<model>/results.json "
+                   "(make reproduce-liu-figures).")
+@click.option("--sizes", metavar="N,N", required=True, help="Data sizes (lines per language): the small, the big.")
+@click.option("--langs", metavar="LANG,...", default="fr,de,ru,zh", show_default=True, help=LANGS_HELP)
+@click.option("--layer", default="last", show_default=True, help=LAYER_HELP)
+@_common
+def liu_figures(results_dir: str, sizes: str, langs: str, layer: str, paper_numbers, output_dir: str) -> None:
+    """Liu et al. Figures 1-4: word retrieval MRR and XNLI zero-shot of BERT, BERT on 20-token windows,
+    Word2Vec (windows 5, 128, 256) and GloVe at two data sizes, bar charts (PNG) and the findings.
+
+    \b
+    Example:
+      xlt report liu-figures --results-dir work/demo/liu-fig --sizes 4000,20000 -o work/demo/report
+    """
+    from xlt.report import liu_figures as lf, paper
+
+    table, plot = lf.figures(results_dir, _languages(langs), _sizes(sizes), paper.load(paper_numbers), layer)
+    _emit(table, output_dir, plot)
+
+
+@report.command("liu-pos", short_help="Liu et al. 2020 Table 1 of the short paper (MRR by part of speech).")
+@click.option("--results-dir", required=True, type=click.Path(exists=True, file_okay=False), metavar="DIR",
+              help="RESULTS_DIR/en-<lang>.json: `xlt align ... --pos-from` outputs (BERT at the big size).")
+@click.option("--langs", metavar="LANG,...", default="fr,de,ru,zh", show_default=True, help=LANGS_HELP)
+@click.option("--layer", default="last", show_default=True, help=LAYER_HELP)
+@_common
+def liu_pos(results_dir: str, langs: str, layer: str, paper_numbers, output_dir: str) -> None:
+    """Liu et al. Table 1: MRR by part of speech (closed, open, noun, verb, adverb, adjective) of the English
+    word, tagged by UD English EWT (OntoNotes is not freely available), plus a PNG.
+
+    \b
+    Example:
+      xlt report liu-pos --results-dir work/demo/liu-fig/n20000/mrr/bert -o work/demo/report
+    """
+    from xlt.report import liu_figures as lf, paper
+
+    table, plot = lf.pos_table(results_dir, _languages(langs), paper.load(paper_numbers), layer)
+    _emit(table, output_dir, plot)

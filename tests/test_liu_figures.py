@@ -1,0 +1,121 @@
+"""`xlt report liu-figures` / `liu-pos` on tiny hand-made result files: tables, verdicts, PNGs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from xlt.cli import main
+from xlt.report import liu_figures as lf
+from xlt.report.findings import FAILS, HOLDS, INCONCLUSIVE
+from xlt.report.render import markdown
+
+LANGS = ["fr", "de"]
+
+
+def write_mrr(path: Path, values: list[float], by_pos: dict | None = None) -> None:
+    """An `xlt align` result: one entry per layer, the last layer carrying the POS breakdown."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    results = [{"layer": i, "mrr": v} for i, v in enumerate(values)]
+    if by_pos:
+        results[-1]["by_pos"] = {tag: {"mrr": m, "queries": 10} for tag, m in by_pos.items()}
+    path.write_text(json.dumps({"command": "align word", "map": "none", "results": results}))
+
+
+def write_xnli(path: Path, scores: dict[str, float]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    variants = {"plain": {lang: {"test": {"mean": s, "std": None, "n": 1}} for lang, s in scores.items()}}
+    path.write_text(json.dumps({"format": "xlt-finetune-results/1", "task": "xnli", "source": "en",
+                                "targets": [l for l in scores if l != "en"], "complete": True,
+                                "counts": {"done": 1, "busy": 0, "failed": 0},
+                                "summary": {"metric": "accuracy", "best_two": {"variants": variants}}}))
+
+
+def make_world(root: Path, small: dict[str, float], big: dict[str, float], xnli_big: dict[str, float]) -> None:
+    """MRR per model (same for every language) at sizes 100 and 500; BERT files have 3 layers (last counts)."""
+    for n, mrr in ((100, small), (500, big)):
+        for model in lf.MODELS:
+            for lang in LANGS:
+                values = [0.0, 0.9, mrr[model]] if model.startswith("bert") else [mrr[model]]
+                write_mrr(root / f"n{n}" / "mrr" / model / f"en-{lang}.json", values)
+            acc = (xnli_big if n == 500 else {}).get(model, 40.0)
+            write_xnli(root / f"n{n}" / "xnli" / model / "results.json", {"fr": acc, "de": acc, "en": 60.0})
+
+
+PAPER_LIKE_SMALL = {"bert": 0.10, "bert-w20": 0.12, "w2v-w5": 0.20, "w2v-w128": 0.18, "w2v-w256": 0.15, "glove": 0.25}
+PAPER_LIKE_BIG = {"bert": 0.50, "bert-w20": 0.20, "w2v-w5": 0.25, "w2v-w128": 0.22, "w2v-w256": 0.2, "glove": 0.3}
+
+
+def test_tables_and_verdicts_follow_the_numbers(tmp_path):
+    make_world(tmp_path, PAPER_LIKE_SMALL, PAPER_LIKE_BIG, {"bert": 55.0, "w2v-w5": 45.0, "glove": 47.0})
+    table = lf.build(str(tmp_path), LANGS, [500, 100])
+    assert [g for g, _ in table.groups] == ["n=100", "n=500"]          # sorted: the small size first
+    rows = dict(table.rows)
+    assert [c.value for c in rows["BERT"]] == pytest.approx([0.10, 0.10, 0.10, 0.50, 0.50, 0.50])  # last layer
+    xnli = dict(table.sections[0].rows)
+    assert xnli["GloVe"][-3].value == pytest.approx(47.0) and xnli["GloVe"][-1].value == pytest.approx(60.0)
+    verdicts = [f.verdict for f in table.findings]
+    assert verdicts == [HOLDS, HOLDS, HOLDS]
+    assert all(f.paper_verdict.startswith("holds as stated") and "line" in f.paper_detail for f in table.findings)
+    text = markdown(table)
+    assert "Word2Vec (window 256)" in text and "**HOLDS**" in text and "0.500" in text
+
+
+def test_reversed_numbers_fail_and_close_ones_are_ties(tmp_path):
+    small = {**PAPER_LIKE_SMALL, "bert": 0.30}                           # BERT above both static models
+    big = {**PAPER_LIKE_BIG, "bert-w20": 0.505}                          # within the 0.01 tie margin
+    make_world(tmp_path, small, big, {"bert": 44.0, "w2v-w5": 45.0, "glove": 47.0})   # XNLI: GloVe wins
+    findings = lf.build(str(tmp_path), LANGS, [100, 500]).findings
+    assert findings[0].verdict == FAILS
+    assert findings[1].verdict == FAILS and "XNLI accuracy" in findings[1].detail
+    assert findings[2].verdict == INCONCLUSIVE and "tie" in findings[2].detail
+
+
+def test_missing_files_are_gaps_and_best_layer_is_an_option(tmp_path):
+    make_world(tmp_path, PAPER_LIKE_SMALL, PAPER_LIKE_BIG, {})
+    (tmp_path / "n500" / "mrr" / "glove" / "en-de.json").unlink()
+    table = lf.build(str(tmp_path), LANGS, [100, 500], layer="best")
+    glove = dict(table.rows)["GloVe"]
+    assert glove[4].value is None and "en-de.json" in glove[4].gap and glove[5].value is None
+    assert dict(table.rows)["BERT"][0].value == pytest.approx(0.9)      # layer 1 is the best here
+    assert table.findings[1].verdict == INCONCLUSIVE and "missing" in table.findings[1].detail
+
+
+def test_cli_writes_tables_and_pngs(tmp_path, capsys):
+    make_world(tmp_path / "r", PAPER_LIKE_SMALL, PAPER_LIKE_BIG, {"bert": 55.0})
+    out = tmp_path / "report"
+    main(["report", "liu-figures", "--results-dir", str(tmp_path / "r"), "--sizes", "100,500", "--langs", "fr,de",
+          "-o", str(out)])
+    assert "Liu et al. (2020) Figures 1 and 3a" in capsys.readouterr().out
+    for ext in ("md", "csv", "tex", "json", "png"):
+        assert (out / f"liu-figures.{ext}").stat().st_size > 0
+    assert (out / "liu-figures.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    pos_dir = tmp_path / "pos"
+    for lang in LANGS:
+        write_mrr(pos_dir / f"en-{lang}.json", [0.1, 0.4], {"open": 0.5, "closed": 0.3, "NOUN": 0.45, "VERB": 0.3,
+                                                             "ADV": 0.35, "ADJ": 0.6, "PRON": 0.2})
+    main(["report", "liu-pos", "--results-dir", str(pos_dir), "--langs", "fr,de", "-o", str(out)])
+    printed = capsys.readouterr().out
+    assert "| Adj. | 0.600 (0.625) | 0.600 (0.482) | 0.600 (0.491) |" in printed
+    assert printed.count("**HOLDS**") == 2
+    assert (out / "liu-pos.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_pos_verdicts_on_the_papers_numbers_hold(tmp_path):
+    for lang in LANGS:
+        write_mrr(tmp_path / f"en-{lang}.json", [0.2], {"open": 0.3, "closed": 0.5, "NOUN": 0.3, "VERB": 0.3,
+                                                         "ADV": 0.3, "ADJ": 0.305})
+    table = lf.build_pos(str(tmp_path), LANGS)
+    open_closed, adjectives = table.findings
+    assert open_closed.verdict == FAILS and open_closed.paper_verdict == HOLDS
+    assert adjectives.verdict == INCONCLUSIVE and adjectives.paper_verdict == HOLDS   # 0.305 vs 0.3: a tie
+
+
+def test_bad_sizes_are_one_error_line(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["report", "liu-figures", "--results-dir", str(tmp_path), "--sizes", "small,big", "-o", str(tmp_path)])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--sizes" in err[0]
