@@ -75,9 +75,13 @@ liu_embed = $(XLT) embed train $(foreach l,$(LIU_ALL),--text $(l) $(<D)/$(l).tra
 $(LF)/n%/static/glove.txt: $(LF)/n%/data/stores.stamp
 	@mkdir -p $(@D)
 	$(liu_embed) --method glove --epochs $(LIU_GLOVE_EPOCHS) --device $(DEVICE)
-$(LF)/n%/static/w2v-w5.txt $(LF)/n%/static/w2v-w128.txt $(LF)/n%/static/w2v-w256.txt: $(LF)/n%/data/stores.stamp
-	@mkdir -p $(@D)
-	$(liu_embed) --method word2vec --epochs $(LIU_W2V_EPOCHS) --window $(patsubst w2v-w%.txt,%,$(@F))
+# one rule per window (a pattern rule with several targets would make them all in one run)
+define liu_w2v_rule
+$(LF)/n%/static/w2v-w$(1).txt: $(LF)/n%/data/stores.stamp
+	@mkdir -p $$(@D)
+	$$(liu_embed) --method word2vec --epochs $(LIU_W2V_EPOCHS) --window $(1)
+endef
+$(foreach w,$(LIU_W2V_WINDOWS),$(eval $(call liu_w2v_rule,$(w))))
 
 # ---- word retrieval MRR in the joint space (no map) and XNLI zero-shot, per (size, model) ----------
 # MRR: cosine among the test dictionary's targets (Liu et al. Eq. 1), a BPE-split word the mean of its

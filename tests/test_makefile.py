@@ -19,7 +19,8 @@ pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="GNU make i
 
 # Settings a caller's environment could pass to the Makefile (`?=`), and an outer make's flags (the
 # suite itself runs under `make test`: its -j and --output-sync would reach this make too).
-LEAKING = {"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "SCALE", "W", "LANGS", "ANALYSIS_LANGS", "XLT_DATA", "GPUS", "NNODES", "MASTER", "BATCH"}
+LEAKING = {"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "SCALE", "W", "LANGS", "ANALYSIS_LANGS", "XLT_DATA", "GPUS", "NNODES", "MASTER", "BATCH",
+           "LIU_LANGS", "LIU_SIZES"}
 
 
 def dry_run(work, *args: str) -> list[str]:
@@ -119,3 +120,57 @@ def test_several_nodes_prepare_once_then_pretrain_together(tmp_path):
     proc = subprocess.run(["make", "-n", f"W={work}", "SCALE=paper", "NNODES=2", "pretrain-table1"], cwd=REPO,
                           capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode != 0 and "NNODES=2 needs MASTER=" in proc.stderr
+
+
+LIU_SIZES = {"smoke": (500, 2500), "demo": (4000, 20000), "cpu": (4000, 20000), "gpu": (20000, 100000),
+             "paper": (200000, 1000000)}
+
+
+@pytest.mark.parametrize("scale", list(LIU_SIZES))
+def test_every_scale_plans_the_liu_figures(tmp_path, scale):
+    work = tmp_path / "w"
+    lines = "\n".join(dry_run(work, f"SCALE={scale}", "reproduce-liu-figures")).replace("\\\n", " ").splitlines()
+    small, big = LIU_SIZES[scale]
+    langs = ("en", "fr", "de", "ru", "zh")
+    # the first N lines of each language at both sizes, then one joint BPE per size over all of them
+    cuts = [line for line in lines if line.startswith("head -n ")]
+    assert sorted(line.split()[2] for line in cuts) == sorted([str(small)] * 5 + [str(big)] * 5)
+    learned = xlt_commands(lines, "bpe learn")
+    assert len(learned) == 2 and all(f"/{l}.train" in line for line in learned for l in langs)
+    # one joint BERT of en + fr de ru zh per size and window: the scale's windows, and 20-token ones with
+    # batches grown to the same tokens per step
+    pretrain = xlt_commands(lines, "pretrain")
+    assert len(pretrain) == 4 and all(all(f"--train {l} " in line for l in langs) for line in pretrain)
+    short = [line for line in pretrain if "/models/bert-w20 " in line]
+    assert len(short) == 2 and all("--stream-len 20 " in line for line in short)
+    default = [line for line in pretrain if "/models/bert " in line]
+    assert len(default) == 2 and not any("--stream-len 20 " in line for line in default)
+    tokens = {line.split("--stream-len ")[1].split()[0]: int(line.split("--batch-size ")[1].split()[0])
+              for line in pretrain}
+    assert tokens["20"] == tokens[[k for k in tokens if k != "20"][0]] * int([k for k in tokens if k != "20"][0]) // 20
+    # Word2Vec at windows 5, 128 and 256 and GloVe, on the same BPE'd text, per size
+    embed = xlt_commands(lines, "embed train")
+    assert sorted(line.split("--window ")[1].split()[0] for line in embed if "word2vec" in line) == \
+        ["128", "128", "256", "256", "5", "5"]
+    assert len([line for line in embed if "--method glove" in line]) == 2
+    # MRR in the joint space for every model and language, with the part of speech of the English word
+    static = xlt_commands(lines, "align word")
+    bert = xlt_commands(lines, "align contextual-word")
+    assert len(static) == 2 * 4 * 4 and len(bert) == 2 * 2 * 4
+    assert all("--map none " in line and "--pos-from " in line and "en_ewt-ud-train.conllu" in line
+               for line in static + bert)
+    assert all("--subwords mean" in line and "--codes " in line for line in static)
+    # XNLI zero-shot for every model, every target in one command; static files through the same runner
+    finetune = xlt_commands(lines, "finetune")
+    assert len(finetune) == 2 * 6 and all(all(f"--eval {l} " in line for l in langs[1:]) for line in finetune)
+    assert len([line for line in finetune if "--model static:" in line and "--codes " in line]) == 2 * 4
+    reports = {line.split("report ")[1].split()[0]: line for line in xlt_commands(lines, "report")}
+    assert f"--sizes {small},{big} " in reports["liu-figures"] and "--langs fr,de,ru,zh " in reports["liu-figures"]
+    assert f"/n{big}/mrr/bert " in reports["liu-pos"]
+
+
+def test_liu_figures_follow_liu_langs(tmp_path):
+    lines = dry_run(tmp_path / "w", "SCALE=smoke", "LIU_LANGS=fr", "reproduce-liu-figures")
+    assert len(xlt_commands(lines, "align word")) == 2 * 4
+    assert all("--target-lang fr " in line for line in xlt_commands(lines, "align"))
+    assert not any("/de." in line or "-de." in line for line in any_xlt_command(lines))
