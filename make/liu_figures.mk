@@ -25,6 +25,9 @@ LIU_LSTM_DIM     ?= 64             # BiLSTM units per direction of the static XN
 LIU_CWORD_SENTENCES ?= 2000        # sentences per language whose BERT states are averaged per word
 LIU_XNLI_ARGS    ?= $(XNLI_ARGS)
 LIU_STATIC_XNLI_ARGS ?= --batch-size 32 --encoder-lr 1e-3 --head-lr 1e-3 --epochs 3 --epoch-size 10000
+# extra `xlt align` options, e.g. --drop-identical: in one joint space without language prefixes a
+# pair of one string is one static row (rank 1 for free); the paper used the MUSE dictionaries as they are
+LIU_ALIGN_ARGS   ?=
 LIU_W2V_WINDOWS  := 5 128 256
 LIU_SHORT_WINDOW := 20             # Liu et al. §2.4: inputs sliced into 20-token segments
 LIU_STATIC       := $(foreach w,$(LIU_W2V_WINDOWS),w2v-w$(w)) glove
@@ -88,7 +91,7 @@ $(foreach w,$(LIU_W2V_WINDOWS),$(eval $(call liu_w2v_rule,$(w))))
 # pieces (static) or of its subwords' states averaged over its occurrences (BERT, every layer),
 # broken down by the English word's most frequent UPOS in UD English EWT (--pos-from).
 liu_align = --source-lang en --target-lang $(1) --map none --no-csls --pos-from $(UD_POS) \
-  --test-dict $(MUSE)/en-$(1).5000-6500.txt -o $@
+  --test-dict $(MUSE)/en-$(1).5000-6500.txt $(LIU_ALIGN_ARGS) -o $@
 LIU_XNLI_FILES := $(T)/$(XNLI_TRAIN) $(T)/xnli/dev-en.tsv $(T)/xnli/test-en.tsv \
   $(foreach l,$(LIU_LANGS),$(T)/xnli/dev-$(l).tsv $(T)/xnli/test-$(l).tsv)
 liu_xnli = $(XLT) finetune xnli -o $(@D) --data-dir $(T) --seeds $(FT_SEEDS) --train en $(T)/$(XNLI_TRAIN) \
