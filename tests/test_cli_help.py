@@ -17,15 +17,8 @@ HEAVY = ("torch", "numpy", "scipy", "transformers", "xlt.analysis")
 
 # Modules other people are editing (issue 13/14): what they still import or spell differently. An
 # entry that no longer applies fails its test, so this list only shrinks.
-PENDING_IMPORTS = {"align"}  # xlt.cli.align imports xlt.analysis.align (torch) at module level
-PENDING_METAVARS = {
-    ("xlt align word", "--output"), ("xlt align contextual-word", "--output"), ("xlt align sentence", "--output"),
-    ("xlt align sentence", "--train"), ("xlt align sentence", "--test"), ("xlt align dictionary", "--parallel"),
-    ("xlt align word", "--model"), ("xlt align contextual-word", "--model"),
-    ("xlt align sentence", "--model"), ("xlt align dictionary", "--model"), ("xlt align word", "--target-model"),
-    ("xlt align contextual-word", "--target-model"), ("xlt align sentence", "--target-model"),
-    ("xlt align dictionary", "--target-model"),
-}
+PENDING_IMPORTS: set[str] = set()
+PENDING_METAVARS: set[tuple[str, str]] = set()
 
 # A path's value is named PATH, FILE, DIR or PREFIX (or NAME_FILE, NAME_DIR: DEV_FILE TEST_FILE).
 PATH_METAVAR = re.compile(r"^([A-Z]+_)?(PATH|FILE|DIR|PREFIX)$")

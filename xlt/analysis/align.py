@@ -12,8 +12,10 @@ iterative normalization (:mod:`xlt.analysis.procrustes`) and evaluates or saves 
 * :func:`~xlt.analysis.align_parallel.align_dictionary` -- fast_align contextual-word pairs of a
   parallel corpus, one target -> source map per layer for zero-shot transfer. Figure 5.
 
-The source and target sides are two runs (monolingual BERTs) or one bilingual run's two languages
-(embedding files: :mod:`xlt.embed.retrieval`). At the word levels, :class:`WordSettings` chooses the
+The source and target sides are two models (monolingual BERTs) or one multilingual model's two
+languages; a model is any ``--model`` through the :class:`~xlt.model.protocol.TextModel` seam (an xlt
+run, a transformers directory, ``hf:NAME``), so every procedure has one code path (embedding files:
+:mod:`xlt.embed.retrieval`). Settings: :mod:`xlt.align_settings`. At the word levels, :class:`WordSettings` chooses the
 Procrustes map or none (one joint space measured as it is, Liu et al.), the MRR candidates, and a
 breakdown of the MRR by each source word's part of speech.
 Shapes: L layers, N words/sentences, D dimensions.
@@ -22,76 +24,56 @@ Shapes: L layers, N words/sentences, D dimensions.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Optional, Sequence
 
 import numpy as np
 import torch
 
+from xlt.align_settings import CANDIDATES, MAPS, AlignSettings, WordSettings  # noqa: F401 (the library's names)
 from xlt.analysis.dictionaries import NO_TAG, pos_breakdown, read_muse_dictionary, read_pos_lexicon
 from xlt.analysis.extract import resolve_layers, word_vectors
-from xlt.analysis.procrustes import ITERNORM_ROUNDS, align_spaces, unit_length
-from xlt.analysis.retrieval import (BLOCK_SIZE, CSLS_K, gold_ranks, precision_at_k, rank_scores, topk_cosine,
-                                    topk_csls)
-from xlt.pretrain.pretrained import PretrainedRun
-from xlt.text.vocab import UNK_ID
+from xlt.analysis.procrustes import align_spaces, unit_length
+from xlt.analysis.retrieval import gold_ranks, precision_at_k, rank_scores, topk_cosine, topk_csls
+from xlt.model.protocol import TextModel, load_text_model
 from xlt.utils import log
-from xlt.utils.device import DEVICE_HELP, resolve_device
-from xlt.utils.errors import XltError, require_file
-from xlt.utils.textio import atomic_path, check_output_paths, read_lines
+from xlt.utils.errors import XltError
+from xlt.utils.textio import atomic_path, read_lines
 
 KS = (1, 5, 10)
 
 
 @dataclass
-class AlignSettings:
-    """Options shared by every ``xlt align`` procedure."""
-
-    iternorm_rounds: int = field(default=ITERNORM_ROUNDS, metadata={
-        "help": "Iterative normalization rounds before Procrustes (Zhang et al. 2019; 0 = unit length only)."})
-    csls_k: int = field(default=CSLS_K, metadata={"help": "Neighbourhood size of CSLS (MUSE: 10)."})
-    block_size: int = field(default=BLOCK_SIZE, metadata={"help": "Rows per block in nearest-neighbour search."})
-    batch_size: int = field(default=32, metadata={"help": "Sentences per forward pass."})
-    device: str = field(default="auto", metadata={"help": DEVICE_HELP})
-    checkpoint: str = field(default="best", metadata={"help": "Checkpoint of each run: best or last."})
-
-    def __post_init__(self) -> None:
-        # Checked before any work: these would fail (or, csls_k=0, report CSLS as 0) after the encoding.
-        for name, least in (("iternorm_rounds", 0), ("csls_k", 1), ("block_size", 1), ("batch_size", 1)):
-            if getattr(self, name) < least:
-                raise XltError(f"--{name.replace('_', '-')} must be at least {least}, got {getattr(self, name)}")
-        if self.checkpoint not in ("best", "last"):
-            raise XltError(f"--checkpoint must be best or last, got {self.checkpoint!r}")
-        self.device = str(resolve_device(self.device))  # "auto" becomes what this machine has
-
-
-@dataclass
 class Sides:
-    """The two models being aligned: ``source``'s language ``source_lang`` and ``target``'s ``target_lang``."""
+    """The two models being aligned: ``source``'s language ``source_lang`` and ``target``'s ``target_lang``.
 
-    source: PretrainedRun
+    Each is any ``--model`` (:func:`~xlt.model.protocol.load_text_model`): an xlt run, a transformers
+    directory or ``hf:NAME``; the procedures see only the :class:`TextModel` protocol.
+    """
+
+    source: TextModel
     source_lang: str
-    target: PretrainedRun
+    target: TextModel
     target_lang: str
 
     @classmethod
     def load(cls, model: str, source_lang: str, target_lang: str, target_model: Optional[str],
              settings: AlignSettings) -> "Sides":
-        source = PretrainedRun.load(model, settings.checkpoint, settings.device)
-        target = source if target_model is None else PretrainedRun.load(target_model, settings.checkpoint,
-                                                                         settings.device)
-        source.text(source_lang)  # an unknown language is a one-line error before any work
-        target.text(target_lang)
+        source = load_text_model(model, settings.checkpoint, settings.device)
+        target = source if target_model is None else load_text_model(target_model, settings.checkpoint,
+                                                                     settings.device)
+        source.check_language(source_lang)  # an unknown language is a one-line error before any work
+        target.check_language(target_lang)
         return cls(source, source_lang, target, target_lang)
 
     def layers(self, layers: Optional[Sequence[int]]) -> list[int]:
         """Layers both models have (0 = embeddings); out of range -> XltError."""
-        n = min(self.source.config.n_layers, self.target.config.n_layers)
-        return resolve_layers(n, layers)
+        return resolve_layers(min(self.source.n_layers, self.target.n_layers), layers)
 
     def describe(self) -> dict:
-        return {"source": {"run": self.source.path, "lang": self.source_lang, "step": self.source.step},
-                "target": {"run": self.target.path, "lang": self.target_lang, "step": self.target.step}}
+        def side(model: TextModel, lang: str) -> dict:
+            return {"run": model.source, "kind": model.describe()["kind"], "lang": lang, "step": model.step}
+        return {"source": side(self.source, self.source_lang), "target": side(self.target, self.target_lang)}
 
 
 @dataclass
@@ -124,49 +106,6 @@ def usable_pairs(path: str, source: WordSpace, target: WordSpace, source_key=str
                        f"({len(source.words)} source and {len(target.words)} target words)", path)
     return rows, {"file": path, "pairs": len(pairs), "usable": int(len(rows)),
                   "source_words": int(len(np.unique(rows[:, 0])))}
-
-
-MAPS = ("procrustes", "none")
-CANDIDATES = ("dictionary", "vocabulary")
-
-
-@dataclass
-class WordSettings:
-    """How word translation is measured (``xlt align word`` and ``contextual-word``)."""
-
-    map: str = field(default="procrustes", metadata={
-        "metavar": "[procrustes|none]", "help": "procrustes: an orthogonal map learned on --train-dict (Wu et al.); none: the joint space "
-                "as it is, cosine only (Liu et al.; no --train-dict needed)."})
-    candidates: str = field(default="dictionary", metadata={
-        "metavar": "[dictionary|vocabulary]", "help": "What MRR ranks the gold translation among: dictionary = the test dictionary's target "
-                "words (Liu et al., Eq. 1), vocabulary = the whole target space."})
-    csls: bool = field(default=True, metadata={
-        "help": "Also CSLS P@k (its r_S costs targets x the whole source space: --no-csls for big vocabularies)."})
-    pos_from: Optional[str] = field(default=None, metadata={
-        "metavar": "FILE", "help": "CoNLL-U treebank (UD English EWT): MRR broken down by each source word's most frequent UPOS."})
-    drop_identical: bool = field(default=False, metadata={
-        "help": "Drop dictionary pairs whose two words are the same string (in one joint space without "
-                "language prefixes they are one row: rank 1 for free)."})
-    save_map: Optional[str] = field(default=None, metadata={
-        "metavar": "FILE", "help": "Write the learned W: float32 .npy, [D,D] (or [L,D,D], one per layer); "
-                "iternorm(x_source) @ W is in the target space."})
-
-    def __post_init__(self) -> None:
-        if self.map not in MAPS:
-            raise XltError(f"--map must be one of {', '.join(MAPS)}, got {self.map!r}")
-        if self.candidates not in CANDIDATES:
-            raise XltError(f"--candidates must be one of {', '.join(CANDIDATES)}, got {self.candidates!r}")
-        if self.save_map is not None:
-            if self.map == "none":
-                raise XltError("--save-map needs --map procrustes (with --map none nothing is learned)")
-            check_output_paths(self.save_map)
-        if self.pos_from is not None:
-            require_file(self.pos_from, "CoNLL-U file")
-
-    def check(self, train_dictionary: Optional[str]) -> None:
-        """Before any work: Procrustes needs training pairs."""
-        if self.map == "procrustes" and train_dictionary is None:
-            raise XltError("--map procrustes learns W on --train-dict: give one, or --map none (the joint space)")
 
 
 def _check_target_size(n: int) -> None:
@@ -280,28 +219,26 @@ def evaluate_spaces(source: WordSpace, target: WordSpace, train_dictionary: Opti
 
 # ---- word: the token embedding tables -------------------------------------------------------
 
-def embedding_space(run: PretrainedRun, lang: str, dictionary_words: Sequence[str], subwords: str) -> tuple[WordSpace, dict]:
-    """One language's word space from its token embedding table.
+def embedding_space(model: TextModel, lang: str, dictionary_words: Sequence[str],
+                    subwords: str) -> tuple[WordSpace, dict]:
+    """One language's word space from the model's input token embedding table.
 
-    Rows are the whole-word vocabulary entries the language owns (no ``@@`` continuation mark).
-    A dictionary word is looked up through the run's text pipeline: ``subwords="single"`` keeps it
-    only if it is one whole-word token (the XLM authors' practice); ``"mean"`` also represents a
-    word of several subwords by their mean, added as an extra row. Returns the space [1, N, D] and
-    {dictionary word: its key in the space}.
+    Rows are the table's whole-word tokens of ``lang`` (:meth:`TextModel.input_embeddings`: an xlt
+    run's whole-word vocabulary entries of the language; a transformers model's tokens that are a
+    word by themselves, every language's). A dictionary word is looked up through the model's own
+    tokenizer: ``subwords="single"`` keeps it only if it is one whole-word token (the XLM authors'
+    practice); ``"mean"`` also represents a word of several subwords by their mean, added as an extra
+    row. Returns the space [1, N, D] and {dictionary word: its key in the space}.
     """
-    table = run.model.encoder.token_embedding_weight(lang).detach().float().cpu().numpy()
-    prefix = f"{lang}:" if run.vocab.prefix_lang else ""
-    ids = [i for i in run.vocab.language_ids(lang) if not run.vocab.token(i).endswith("@@")]
-    words = [run.vocab.token(i)[len(prefix):] for i in ids]
-    row_of_id = {i: r for r, i in enumerate(ids)}
+    table, whole = model.input_embeddings(lang)
+    ids, words = list(whole), list(whole.values())
     extra_words, extra_vectors, key = [], [], {}
-    text = run.text(lang)
     for word in dict.fromkeys(dictionary_words):
-        sub_ids, _ = text.encode_words([word])
-        if not sub_ids or UNK_ID in sub_ids:
+        sub_ids, _ = model.encode_words(lang, [word])
+        if not sub_ids or model.unk_id in sub_ids:
             continue
-        if len(sub_ids) == 1 and sub_ids[0] in row_of_id:
-            key[word] = words[row_of_id[sub_ids[0]]]
+        if len(sub_ids) == 1 and sub_ids[0] in whole:
+            key[word] = whole[sub_ids[0]]
         elif len(sub_ids) > 1 and subwords == "mean":
             key[word] = f"{word}\t(mean)"  # never collides with a vocabulary entry (no tabs there)
             extra_words.append(key[word])
@@ -344,20 +281,19 @@ def read_sentences(path: str, n: int) -> list[str]:
     return lines
 
 
-def contextual_space(run: PretrainedRun, lang: str, corpus: str, n_sentences: int, max_words: int,
+def contextual_space(run: TextModel, lang: str, corpus: str, n_sentences: int, max_words: int,
                      layers: list[int], pooling: str, settings: AlignSettings, chunk: int = 2048) -> WordSpace:
     """Each of the ``max_words`` most frequent words of the corpus: the mean of its contextual
     vectors (``pooling`` over its subwords) over all its occurrences, per layer. [L, V, D]
 
-    The corpus is read through the run's tokenizer and encoded in chunks, so memory is the sums
-    [L, V, D] plus one chunk, whatever ``n_sentences`` is.
+    The corpus is split into words by the model's own pipeline (:meth:`TextModel.split_words`) and
+    encoded in chunks, so memory is the sums [L, V, D] plus one chunk, whatever ``n_sentences`` is.
     """
-    tokenizer = run.text(lang).tokenizer
-    sentences = [tokenizer.tokenize(line).split() for line in read_sentences(corpus, n_sentences)]
+    sentences = [run.split_words(lang, line) for line in read_sentences(corpus, n_sentences)]
     counts = Counter(w for words in sentences for w in words)
     words = [w for w, _ in counts.most_common(max_words)]
     type_of = {w: t for t, w in enumerate(words)}
-    D = run.config.d_model
+    D = run.d_model
     sums = torch.zeros(len(layers), len(words) + 1, D, dtype=torch.float64)  # last row: words not kept
     seen = torch.zeros(len(words) + 1, dtype=torch.float64)
     with log.progress(f"{lang} contextual words", total=len(sentences), unit="sentences") as bar:
@@ -389,10 +325,10 @@ def align_contextual_word(model: str, source_lang: str, target_lang: str, source
                               settings)
     target = contextual_space(sides.target, target_lang, target_corpus, n_sentences, max_words, chosen, pooling,
                               settings)
-    # Dictionary words are normalised like the corpus (e.g. lowercased) before the lookup.
-    src_tok, tgt_tok = sides.source.text(source_lang).tokenizer, sides.target.text(target_lang).tokenizer
+    # Dictionary words are segmented like the corpus (e.g. lowercased) before the lookup.
     evaluated = evaluate_spaces(source, target, train_dictionary, test_dictionary, settings, word, chosen,
-                                lambda w: src_tok.tokenize(w), lambda w: tgt_tok.tokenize(w))
+                                lambda w: " ".join(sides.source.split_words(source_lang, w)),
+                                lambda w: " ".join(sides.target.split_words(target_lang, w)))
     return {"command": "align contextual-word", **sides.describe(), "pooling": pooling,
             "n_sentences": n_sentences, "max_words": max_words, "settings": asdict(settings), "layers": chosen,
             **evaluated}

@@ -17,7 +17,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from xlt.analysis.align import AlignSettings, Sides
+from xlt.align_settings import AlignSettings
+from xlt.analysis.align import Sides
 from xlt.analysis.dictionaries import contextual_dictionary
 from xlt.analysis.extract import sentence_vectors, word_vectors
 from xlt.analysis.fastalign import FastAlignSettings
@@ -115,7 +116,7 @@ def align_dictionary(model: str, source_lang: str, target_lang: str, source_path
                      settings: AlignSettings = AlignSettings()) -> dict:
     """``xlt align dictionary``: fast_align pairs of contextual words -> one target -> source map per layer.
 
-    Both sides are tokenized with their run's tokenizer, aligned (forward + reverse,
+    Both sides are split into words by their model's own pipeline, aligned (forward + reverse,
     grow-diag-final-and, one-to-one links), encoded per word (``pooling`` over its subwords), and
     W_l = Procrustes(target words at layer l -> source words at layer l). Maps are written with
     :func:`write_maps`; returns the result (also OUTPUT_DIR/map.json).
@@ -127,8 +128,8 @@ def align_dictionary(model: str, source_lang: str, target_lang: str, source_path
     sides = Sides.load(model, source_lang, target_lang, target_model, settings)
     chosen = sides.layers(layers)
     raw_source, raw_target = read_parallel(source_path, target_path, limit=max_sentences)
-    source_words = [sides.source.text(source_lang).tokenizer.tokenize(s).split() for s in raw_source]
-    target_words = [sides.target.text(target_lang).tokenizer.tokenize(t).split() for t in raw_target]
+    source_words = [sides.source.split_words(source_lang, s) for s in raw_source]
+    target_words = [sides.target.split_words(target_lang, t) for t in raw_target]
     log.info(f"fast_align on {len(source_words)} sentence pairs")
     found = contextual_dictionary(source_words, target_words, drop_identical, fast_align)
     if found.n_links == 0:

@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from xlt.align_settings import ITERNORM_ROUNDS  # noqa: F401 (one default for the library and the CLI)
 from xlt.utils.errors import XltError
-
-ITERNORM_ROUNDS = 5
 
 
 def unit_length(X: np.ndarray) -> np.ndarray:

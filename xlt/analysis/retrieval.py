@@ -25,10 +25,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from xlt.align_settings import BLOCK_SIZE, CSLS_K  # noqa: F401 (one default for the library and the CLI)
 from xlt.utils.errors import XltError
-
-CSLS_K = 10
-BLOCK_SIZE = 8192
 
 
 def as_unit_tensor(X: np.ndarray | Tensor, device: torch.device | str = "cpu") -> Tensor:

@@ -54,7 +54,7 @@ SHORT_HELP = {
     "baselines": "Trivial baselines of a task (xnli, ner, parse), from its data files only: no model.",
     "embed": "Static word embeddings (Word2Vec, GloVe) trained jointly over several languages.",
     "extract": "Per-layer representations of INPUT (one sentence per line; word level: pre-tokenized words).",
-    "align": "Procrustes alignment of two models' representations (Wu et al.",  # click ends it at "al."
+    "align": "Procrustes alignment of two models' representations (Wu et al., 2020, §5.1).",
     "cka": "Linear CKA between layer representations of parallel sentences (Wu et al., 2020, Figure 7).",
     "shift-decode": "Mean of Language, mean difference shift, unsupervised token translation (Liu et al., 2020, §4).",
     "export": "Export an xlt run to Hugging Face transformers (`xlt export hf`).",

@@ -7,11 +7,14 @@ from typing import Optional
 
 import click
 
-from xlt.analysis.align import AlignSettings, WordSettings
+from xlt.align_settings import AlignSettings, WordSettings
 from xlt.cli.options import build_config, dataclass_options
 
-RUN_HELP = "Pretrained run directory of the source side (written by xlt pretrain)."
-TARGET_HELP = "Run directory of the target side, for two monolingual runs [default: --model, one bilingual run]."
+RUN_HELP = "Model of the source side: an xlt run directory (xlt pretrain), a transformers model directory, or hf:NAME."
+TARGET_HELP = ("Model of the target side, for two monolingual models [default: --model, one multilingual model]; "
+               "the same kinds as --model.")
+# Not click.Path: hf:NAME is a model name, not a file.
+MODEL = "MODEL"
 
 
 def _settings(values: dict) -> AlignSettings:
@@ -104,11 +107,11 @@ def _write(result: dict, output: str) -> None:
 def _common(fn, model_required: bool = True):
     """Options every subcommand shares: the two sides and the settings."""
     for decorator in reversed([
-        click.option("--model", "model", required=model_required, type=click.Path(file_okay=False),
+        click.option("--model", "model", required=model_required, metavar=MODEL,
                      help=RUN_HELP if model_required else RUN_HELP + " Or --emb-a/--emb-b."),
         click.option("--source-lang", required=True, metavar="LANG", help="Source language (one of --model's)."),
         click.option("--target-lang", required=True, metavar="LANG", help="Target language (one of --target-model's)."),
-        click.option("--target-model", type=click.Path(file_okay=False), default=None, help=TARGET_HELP),
+        click.option("--target-model", default=None, metavar=MODEL, help=TARGET_HELP),
         dataclass_options(AlignSettings),
     ]):
         fn = decorator(fn)
@@ -117,13 +120,14 @@ def _common(fn, model_required: bool = True):
 
 @click.group()
 def align() -> None:
-    """Procrustes alignment of two models' representations (Wu et al. 2020 §5.1).
+    """Procrustes alignment of two models' representations (Wu et al., 2020, §5.1).
 
     Each procedure normalizes both spaces (iterative normalization), learns an orthogonal map
     W = UVᵀ from paired vectors and evaluates it (word translation: NN and CSLS P@1/5/10, MRR;
     sentences: Tatoeba P@1) or, for `dictionary`, saves one map per layer for `xlt finetune`.
     `word` and `contextual-word` also measure one joint space as it is (--map none, Liu et al.
     2020), and `word` reads embedding files in the word2vec text format (--emb-a/--emb-b).
+    A model is an xlt run, a transformers model directory or hf:NAME (e.g. mBERT).
 
     \b
     Example (two monolingual runs, word level):
@@ -153,13 +157,16 @@ WORD_DICT_HELP = "MUSE training dictionary (src tgt per line); needed by --map p
 @click.option("--subwords", type=click.Choice(["single", "mean"]), default="single", show_default=True,
               help="single: only words that are one vocabulary token (the XLM authors' practice); "
                    "mean: also words of several subwords, as the mean of their vectors (Liu et al.).")
-@click.option("-o", "--output", default="-", show_default=True, help="Result JSON (- = stdout).")
+@click.option("-o", "--output", default="-", show_default=True, type=click.Path(), metavar="FILE",
+              help="Result JSON (- = stdout).")
 def word(model, source_lang, target_lang, target_model, emb_a, emb_b, codes, max_words, train_dict, test_dict,
          subwords, output, **settings):
     """Word translation with the token embedding tables (Figure 4a) or embedding files.
 
-    Words are the whole-word vocabulary entries (file rows) of each side; dictionary pairs with a
-    word outside them are not usable (the result says how many were). --map procrustes learns an
+    Words are the whole-word vocabulary entries (file rows) of each side; for a transformers model,
+    the tokens of its input embedding table that its own tokenizer reads as a whole word (every
+    language's). Dictionary pairs with a word outside them are not usable (the result says how
+    many were). --map procrustes learns an
     orthogonal map on --train-dict (Wu et al.); --map none measures the joint space as it is
     (Liu et al.). Scores: NN and CSLS P@1/5/10 over the target space, MRR (cosine) and P@k among
     --candidates, and with --pos-from the MRR per part of speech of the source word.
@@ -199,8 +206,9 @@ def word(model, source_lang, target_lang, target_model, emb_a, emb_b, codes, max
 
 @align.command("contextual-word")
 @_common
-@click.option("--source-corpus", required=True, type=click.Path(), help="Monolingual source text, one sentence a line.")
-@click.option("--target-corpus", required=True, type=click.Path(), help="Monolingual target text.")
+@click.option("--source-corpus", required=True, type=click.Path(), metavar="FILE",
+              help="Monolingual source text, one sentence a line.")
+@click.option("--target-corpus", required=True, type=click.Path(), metavar="FILE", help="Monolingual target text.")
 @click.option("--n-sentences", type=click.IntRange(min=1), default=10000, show_default=True,
               help="Sentences read from each corpus (the paper: 500k).")
 @click.option("--max-words", type=click.IntRange(min=1), default=50000, show_default=True,
@@ -211,7 +219,8 @@ def word(model, source_lang, target_lang, target_model, emb_a, emb_b, codes, max
 @dataclass_options(WordSettings)
 @click.option("--train-dict", type=click.Path(dir_okay=False), default=None, metavar="FILE", help=WORD_DICT_HELP)
 @click.option("--test-dict", required=True, type=click.Path(dir_okay=False), metavar="FILE", help="MUSE test dictionary.")
-@click.option("-o", "--output", default="-", show_default=True, help="Result JSON (- = stdout).")
+@click.option("-o", "--output", default="-", show_default=True, type=click.Path(), metavar="FILE",
+              help="Result JSON (- = stdout).")
 def contextual_word(model, source_lang, target_lang, target_model, source_corpus, target_corpus, n_sentences,
                     max_words, pooling, layers, train_dict, test_dict, output, **settings):
     """Align mean contextual word vectors per layer (Figure 4b) and evaluate word translation.
@@ -238,13 +247,13 @@ def contextual_word(model, source_lang, target_lang, target_model, source_corpus
 @align.command("sentence")
 @_common
 @click.option("--train", "train", type=(click.Path(), click.Path()), multiple=True, required=True,
-              metavar="SRC TGT", help="Line-parallel training files (repeatable; .tsv: --columns of each line).")
+              metavar="SRC_FILE TGT_FILE", help="Line-parallel training files (repeatable; .tsv: --columns of each line).")
 @click.option("--columns", default="1,2", show_default=True,
               help="Tab-separated columns of .tsv training files (XNLI: 1 = premise, 2 = hypothesis).")
-@click.option("--test", "test", type=(click.Path(), click.Path()), required=True, metavar="SRC TGT",
+@click.option("--test", "test", type=(click.Path(), click.Path()), required=True, metavar="SRC_FILE TGT_FILE",
               help="Line-parallel test files (Tatoeba).")
 @click.option("--layers", default=None, help="Comma-separated layers, 0 = embeddings [default: all].")
-@click.option("-o", "--output", default="-", show_default=True,
+@click.option("-o", "--output", default="-", show_default=True, type=click.Path(), metavar="FILE",
               help='Result JSON (- = stdout); its "layers" and "p_at_1" are what xlt cka --retrieval reads.')
 def sentence(model, source_lang, target_lang, target_model, train, columns, test, layers, output, **settings):
     """Align mean-pooled sentence vectors per layer (Figure 6) and evaluate Tatoeba retrieval (P@1).
@@ -272,14 +281,14 @@ def sentence(model, source_lang, target_lang, target_model, train, columns, test
 
 @align.command("dictionary")
 @_common
-@click.option("--parallel", type=(click.Path(), click.Path()), required=True, metavar="SRC TGT",
+@click.option("--parallel", type=(click.Path(), click.Path()), required=True, metavar="SRC_FILE TGT_FILE",
               help="Line-parallel raw text to word-align with fast_align.")
 @click.option("--max-sentences", type=int, default=None, help="Use the first N lines only [default: all].")
 @click.option("--layers", default=None, help="Comma-separated layers, 0 = embeddings [default: all].")
 @click.option("--pooling", type=click.Choice(["first", "mean"]), default="mean", show_default=True,
               help="A word's vector: its first subword or the mean of its subwords.")
 @click.option("--drop-identical", is_flag=True, help="Drop links between identical strings (names, numbers, anchors).")
-@click.option("-o", "--output", "output_dir", required=True, type=click.Path(),
+@click.option("-o", "--output", "output_dir", required=True, type=click.Path(), metavar="DIR",
               help="Map directory: map.json + W_layer{l}.npy (what xlt finetune --map-dir reads).")
 def dictionary(model, source_lang, target_lang, target_model, parallel, max_sentences, layers, pooling,
                drop_identical, output_dir, **settings):

@@ -163,6 +163,32 @@ class HFTextModel:
             ids.extend(pieces or [self.unk_id])
         return ids, starts
 
+    def split_words(self, lang: str, line: str) -> list[str]:
+        """The tokenizer's own word segmentation: its normalizer, then its pre-tokenizer (BERT splits off
+        punctuation, SentencePiece splits at spaces); XLM's Moses with the language's rules; else spaces."""
+        tok = self.tokenizer
+        backend = getattr(tok, "backend_tokenizer", None)
+        if backend is not None and backend.pre_tokenizer is not None:
+            text = backend.normalizer.normalize_str(line) if backend.normalizer is not None else line
+            # Offsets, not the pieces' strings: SentencePiece's pieces carry its "\u2581" word mark.
+            words = (text[start:end].strip() for _, (start, end) in backend.pre_tokenizer.pre_tokenize_str(text))
+            return [w for w in words if w]
+        if self.tokenizer_takes_lang:
+            return tok.moses_tokenize(tok.moses_pipeline(line, lang=lang), lang=lang)
+        return line.split()
+
+    def input_embeddings(self, lang: str):
+        """The input token table float32 [V,D] (one for every language) and its whole-word tokens: those
+        whose spelling the tokenizer encodes back to exactly that one token (``##den`` or a bare
+        ``\u2581`` is not a word; ``garden`` is)."""
+        table = self.base.get_input_embeddings().weight.detach().float().cpu().numpy()
+        tok = self.tokenizer
+        ids = [i for i in range(min(len(tok), table.shape[0])) if i not in self.special_ids]
+        spelled = [tok.convert_tokens_to_string([t]).strip() for t in tok.convert_ids_to_tokens(ids)]
+        kept = [(i, w) for i, w in zip(ids, spelled) if w and len(w.split()) == 1]
+        encoded = self.encode_lines(lang, [w for _, w in kept])
+        return table, {i: w for (i, w), back in zip(kept, encoded) if back == [i]}
+
     def _specials(self) -> tuple[list[int], list[int]]:
         """The ids the tokenizer puts before and after one sentence, read off a sample encoding
         (tokenizer APIs for this differ between transformers versions and tokenizer kinds)."""

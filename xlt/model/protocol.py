@@ -1,6 +1,6 @@
 """The one seam between analyses and models: a :class:`TextModel` turns text into ids and ids into states.
 
-Two kinds of model implement it, and every analysis (``extract``, ``cka``, ``shift-decode``) is
+Two kinds of model implement it, and every analysis (``extract``, ``cka``, ``shift-decode``, ``align``) is
 written once against it:
 
 * an xlt run directory -- :class:`xlt.pretrain.pretrained.PretrainedRun` (Moses + BPE pipeline,
@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Optional, Protocol, Sequence, runtime_checkabl
 from xlt.utils.errors import XltError
 
 if TYPE_CHECKING:
+    import numpy as np
     from torch import Tensor
 
 HF_PREFIX = "hf:"
@@ -44,6 +45,7 @@ class TextModel(Protocol):
     d_model: int             # hidden size D
     max_positions: int       # longest input, the two specials included
     pad_id: int              # id the batches are right-padded with
+    unk_id: int              # id of the unknown token (a word the pipeline cannot spell)
     special_ids: frozenset   # ids that are never words (dropped from decoded output)
     step: Optional[int]      # training step of an xlt run; None for a Hugging Face model
     has_head: bool           # a masked-LM head to decode with (shift-decode translate needs one)
@@ -64,6 +66,15 @@ class TextModel(Protocol):
     def encode_words(self, lang: str, words: Sequence[str]) -> tuple[list[int], list[int]]:
         """Pre-tokenized words -> (content ids, index of each word's first id); a word that the
         pipeline reduces to nothing becomes one unknown token, so every word has a row."""
+
+    def split_words(self, lang: str, line: str) -> list[str]:
+        """A raw line -> its words as the model's pipeline segments them (xlt: its Moses tokenizer; a
+        transformers model: its tokenizer's normalizer and pre-tokenizer): the units that word pooling
+        averages over and that dictionary words are matched against."""
+
+    def input_embeddings(self, lang: str) -> tuple["np.ndarray", dict[int, str]]:
+        """The static-embedding space of ``lang``: the input token embedding table float32 [V,D] that its
+        ids look up, and its whole-word tokens {id: word} (a token that is a word by itself, not a piece)."""
 
     def wrap(self, ids: Sequence[int]) -> list[int]:
         """Content ids -> model input: one special token before and one after."""

@@ -169,6 +169,7 @@ class PretrainedRun:
         return self.config.max_positions
 
     pad_id = PAD_ID
+    unk_id = UNK_ID
     special_ids = frozenset(range(len(SPECIALS)))
     has_head = True  # every run is a MaskedLM (a transformers model may be a bare encoder)
 
@@ -198,6 +199,18 @@ class PretrainedRun:
 
     def wrap(self, ids: Sequence[int]) -> list[int]:
         return model_input(ids)
+
+    def split_words(self, lang: str, line: str) -> list[str]:
+        """The run's Moses tokenizer (what its BPE was applied to)."""
+        return self.text(lang).tokenizer.tokenize(line).split()
+
+    def input_embeddings(self, lang: str):
+        """``lang``'s token table float32 [V,D] (its own rows in a run with separate embeddings) and the
+        whole-word vocabulary entries ``lang`` owns: no ``@@`` continuation mark, ``lang:`` prefix removed."""
+        table = self.model.encoder.token_embedding_weight(lang).detach().float().cpu().numpy()
+        prefix = f"{lang}:" if self.vocab.prefix_lang else ""
+        tokens = {i: self.vocab.token(i) for i in self.vocab.language_ids(lang)}
+        return table, {i: t[len(prefix):] for i, t in tokens.items() if not t.endswith("@@")}
 
     @torch.no_grad()
     def hidden_states(self, ids: Tensor, padding_mask: Optional[Tensor], lang: str) -> tuple[Tensor, ...]:
