@@ -22,6 +22,10 @@ STREAM_LEN         := 64
 SHORT_STREAM_LEN   := 8        # batches of 128 windows of 8 tokens ...
 SHORT_STEPS        := 2500     # ... for the first 2,500 steps
 STEPS              := 5000
+# The separated rows' language copies (positions, bottom layers) start from the same random
+# weights: with independent draws Sep Emb's English never left the unigram plateau here (dev ppl
+# 1,222; 621 with equal copies; docs/pretrain.md). Token tables still start independent.
+EQUAL_COPIES_INIT  := 1
 WARMUP             := 500
 LR                 := 3e-3
 EVAL_EVERY         := 500

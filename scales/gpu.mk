@@ -17,6 +17,7 @@ STEPS              := 10000
 SHORT_STREAM_LEN   := 8
 SHORT_STEPS        := 1000
 DROPOUT            := 0
+EQUAL_COPIES_INIT  := 1        # as the demo (measured there on the CPU, docs/pretrain.md)
 WARMUP             := 1000
 LR                 := 3e-4
 EVAL_EVERY         := 2000

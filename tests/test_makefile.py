@@ -69,10 +69,12 @@ def test_the_cpu_scales_reproduce_en_fr_with_the_short_window_curriculum(tmp_pat
     pretrain = xlt_commands(lines, "pretrain")
     assert len(pretrain) == 10 and all("/en-fr" in line for line in pretrain)
     assert all("--short-stream-len 8 " in line and "--dropout 0" in line for line in pretrain)
+    assert all("--equal-copies-init" in line for line in pretrain)
     assert len(xlt_commands(lines, "finetune")) == 10 * 3 + 3
     assert "--langs fr " in xlt_commands(lines, "report")[0] + " "
     smoke = xlt_commands(dry_run(tmp_path / "s", "SCALE=smoke", "reproduce-table1"), "pretrain")
     assert len(smoke) == 29 and not any("--short-stream-len" in line or "--dropout" in line for line in smoke)
+    assert not any("--equal-copies-init" in line for line in smoke)
 
 
 def _touch_in_order(paths: list, seconds_ago: float) -> None:

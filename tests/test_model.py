@@ -266,3 +266,24 @@ def test_flops_per_token_formula():
     D, L, T = 768, 8, 256
     expected = 6 * L * layer_params(D, 3072) + 12 * L * T * D + 0.15 * 6 * D * 80_000
     assert m.flops_per_token(T) == pytest.approx(expected)
+
+
+def test_equal_copies_init_equalises_positions_and_layers_but_not_token_tables():
+    from xlt.model.encoder import LanguageSpecific, start_copies_equal
+
+    net = model(tiny("sep-emb+l1-3", n_layers=4))
+    enc = net.encoder
+    before = {name: p.detach().clone() for name, p in net.named_parameters()}
+    assert not torch.equal(enc.position_embeddings.by_lang["en"].weight, enc.position_embeddings.by_lang["fr"].weight)
+    start_copies_equal(enc)
+    separated = [m for m in enc.modules() if isinstance(m, LanguageSpecific)]
+    assert len(separated) == 2 + 3       # token and position tables, three bottom layers
+    for module in separated:
+        en, fr = module.by_lang["en"].state_dict(), module.by_lang["fr"].state_dict()
+        same = all(torch.equal(en[k], fr[k]) for k in en)
+        assert same == (module is not enc.token_embeddings), module
+    for name, p in net.named_parameters():   # the first language and every shared part keep their draws
+        if ".by_lang.fr." not in name or "token_embeddings" in name:
+            assert torch.equal(p, before[name]), name
+    # still separate parameters: training one language's copy leaves the other's alone
+    assert enc.position_embeddings.by_lang["en"].weight.data_ptr() != enc.position_embeddings.by_lang["fr"].weight.data_ptr()

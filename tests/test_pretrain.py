@@ -255,3 +255,19 @@ def test_bad_inputs_give_one_line_errors(inputs, tmp_path):
     res = run_xlt(*base, *inputs["args"], "--preset", "enormous")
     assert_one_line_error(res, "enormous")
     assert not (tmp_path / "r" / "checkpoints" / "last.pt").exists()
+
+
+def test_equal_copies_init_starts_the_language_copies_equal_and_is_recorded(inputs, tmp_path):
+    from xlt.pretrain.config import PretrainConfig
+    from xlt.pretrain.trainer import Pretrainer
+
+    root = inputs["root"]
+    common = dict(vocab=str(root / "vocab"), train={l: str(root / f"{l}.train") for l in ("en", "fr")},
+                  dev={l: str(root / f"{l}.dev") for l in ("en", "fr")}, preset="tiny", sharing="sep-emb",
+                  stream_len=16, batch_size=4, max_steps=2)
+    for equal in (False, True):
+        trainer = Pretrainer(PretrainConfig(**common, equal_copies_init=equal), tmp_path / f"run{equal}")
+        positions = trainer.model.encoder.position_embeddings.by_lang
+        assert torch.equal(positions["en"].weight, positions["fr"].weight) == equal
+        trainer.train()
+        assert json.loads((tmp_path / f"run{equal}" / "config.json").read_text())["config"]["equal_copies_init"] == equal

@@ -42,6 +42,11 @@ class PretrainConfig:
     short_stream_steps: int = help_field("steps of the short-window phase (with --short-stream-len)", default=0)
     dropout: Optional[float] = help_field("dropout of the model and its attention, instead of the preset's "
                                           "(0 speeds up small models that underfit)", default=None)
+    equal_copies_init: bool = help_field(
+        "start every language's copy of the separated position embeddings and layers from the same random "
+        "weights (token tables still start independent: equal rows would be anchors); with independent "
+        "copies a small model leaves the less sampled language at the unigram plateau (docs/pretrain.md)",
+        default=False)
     lang_alpha: float = help_field("language sampling: p(lang) proportional to (share of sentences)^alpha",
                                    default=0.7)
     max_sentences: Optional[int] = help_field("use only the first N training sentences of each language "
@@ -122,7 +127,7 @@ def _require(ok: bool, name: str, what: str, value) -> None:
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
 # Settings a run directory written before they existed was trained with (check_same_config).
-ADDED_DEFAULTS = {"short_stream_len": None, "short_stream_steps": 0, "dropout": None}
+ADDED_DEFAULTS = {"short_stream_len": None, "short_stream_steps": 0, "dropout": None, "equal_copies_init": False}
 
 # Keys that may change when the same run directory is started again (to train for longer).
 MUTABLE_KEYS = ("max_steps", "log_every", "eval_batches")

@@ -26,6 +26,7 @@ from xlt.data.sampling import LanguageSampler
 from xlt.data.store import StorePaths, TokenStore
 from xlt.data.streams import LanguageStream, iterate_eval
 from xlt.model.config import EncoderConfig, SharingSpec
+from xlt.model.encoder import start_copies_equal
 from xlt.model.heads import MaskedLM
 from xlt.pretrain import distributed
 from xlt.pretrain.checkpoint import load_checkpoint, load_model_weights, save_checkpoint
@@ -71,6 +72,8 @@ class Pretrainer:
         self.model_config = EncoderConfig.preset(cfg.preset, vocab_size=len(self.vocab), languages=self.languages,
                                                  sharing=sharing, lang_embeddings=cfg.lang_embeddings, **dropout)
         self.model = MaskedLM(self.model_config).to(self.d.device)
+        if cfg.equal_copies_init:
+            start_copies_equal(self.model.encoder)
         self.ddp_model = self._wrap_ddp(self.model)
 
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.lr, betas=tuple(cfg.adam_betas),
