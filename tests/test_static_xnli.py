@@ -115,6 +115,13 @@ def test_finetune_xnli_on_static_embeddings_end_to_end(tmp_path):
     # fr dev and test: 3 pairs of 6 tokens each, only 'chat' (4 times) has a vector
     assert cov["fr"]["tokens"] == 36 and cov["fr"]["unknown"] == 2 * (18 - 4) and cov["en"]["unknown"] == 0
     assert "tokens without a vector" in res.stdout and "fr: 28 of 36" in res.stdout
+    # a second command finds every run done and encodes nothing: the coverage is the first command's
+    again = run_xlt("finetune", "xnli", "--model", f"static:{emb}", "-o", str(out), "--train", "en", str(f["train"]),
+                    "--dev", "en", str(f["dev"]), "--eval", "en", str(f["dev"]), str(f["test"]),
+                    "--eval", "fr", str(f["fr-dev"]), str(f["fr-test"]), "--batch-size", "4", "--encoder-lr", "1e-3",
+                    "--head-lr", "1e-3", "--epochs", "2", "--lstm-dim", "8", "--device", "cpu")
+    assert again.returncode == 0 and "done earlier" in again.stderr
+    assert json.loads((out / "results.json").read_text())["static_coverage"] == cov
     run_dir = out / results["runs"][0]["dir"]
     predictions = sorted(p.name for p in (run_dir / "predictions").iterdir())
     assert "test.fr.tsv" in predictions and len((run_dir / "predictions" / "test.fr.tsv").read_text().split("\n")) >= 3

@@ -44,7 +44,7 @@ from xlt.utils import log
 from xlt.utils.device import resolve_device
 from xlt.utils.errors import XltError, require_file
 from xlt.utils.rundir import exclusive_lock, write_run_description
-from xlt.utils.textio import atomic_output, file_sha256, write_json
+from xlt.utils.textio import atomic_output, file_sha256, read_json, write_json
 
 RUN_FORMAT = "xlt-finetune-run/1"
 RESULTS_FORMAT = "xlt-finetune-results/1"
@@ -328,8 +328,13 @@ def finetune(cfg: FinetuneConfig, on_epoch_end: Optional[Callable[[dict[str, Any
                "config": cfg.to_dict(), "summary": summary, "runs": records}
     text = selection.markdown(summary, f"xlt finetune {cfg.task}: {exp.source} -> {', '.join(exp.targets)}")
     if isinstance(exp.pretrained, StaticRun):
-        # counted while this command encoded the splits; a command that only read cached runs encoded none
-        coverage = exp.pretrained.coverage()
+        # counted while this command encoded the splits; a command that only read cached runs encoded
+        # none, and reports what the command that did wrote down
+        coverage, kept = exp.pretrained.coverage(), os.path.join(cfg.output, "static_coverage.json")
+        if coverage:
+            write_json(kept, coverage)
+        elif os.path.exists(kept):
+            coverage = read_json(kept)
         if coverage:
             results["static_coverage"] = coverage
             text += coverage_markdown(coverage)
