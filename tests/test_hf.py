@@ -1,6 +1,6 @@
 """Hugging Face models through the TextModel seam: a tiny random BERT (WordPiece) and XLM-R (SentencePiece
-Unigram), built here from configs and vocabularies made in the test, saved to a temporary directory and
-run through ``xlt extract``, ``xlt cka compare`` and ``xlt shift-decode``. Offline: no hub, no download.
+Unigram), built from configs and vocabularies made in the test (tests/hf_fixtures.py), saved to a temporary
+directory and run through ``xlt extract``, ``xlt cka compare`` and ``xlt shift-decode``. Offline: no hub, no download.
 """
 
 from __future__ import annotations
@@ -15,77 +15,21 @@ import pytest  # noqa: E402
 import synthetic  # noqa: E402
 import torch  # noqa: E402
 from conftest import assert_one_line_error, run_xlt  # noqa: E402
+from hf_fixtures import build_models, write_texts  # noqa: E402
 
 from xlt.analysis.extract import sentence_vectors, word_vectors  # noqa: E402
 from xlt.model.protocol import load_text_model  # noqa: E402
 from xlt.pretrain.pretrained import pad_inputs  # noqa: E402
 
-# Words left out of both vocabularies, so that they split into several pieces (word pooling is exercised).
-SPLIT = {"garden": ("gar", "##den"), "jardin": ("jar", "##din"), "river": ("riv", "##er"), "fleuve": ("fle", "##uve")}
-SIZES = dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=2, intermediate_size=64)
-
-
-def _words() -> list[str]:
-    en, fr = synthetic.corpus(200, seed=0)
-    return sorted({w for line in en + fr for w in line.split()})
-
-
-def _bert(path, with_head=True):
-    from transformers import BertConfig, BertForMaskedLM, BertModel, BertTokenizerFast
-
-    path.mkdir()
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [w for w in _words() if w not in SPLIT]
-    vocab += [piece for pieces in SPLIT.values() for piece in pieces]
-    (path / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(vocab), max_position_embeddings=64, **SIZES)
-    (BertForMaskedLM if with_head else BertModel)(config).save_pretrained(path)
-    BertTokenizerFast(str(path / "vocab.txt")).save_pretrained(path)  # first argument: the vocab file
-
-
-def _xlmr(path):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import XLMRobertaConfig, XLMRobertaForMaskedLM, XLMRobertaTokenizerFast
-
-    words = _words()
-    pieces = [("<s>", 0.0), ("<pad>", 0.0), ("</s>", 0.0), ("<unk>", 0.0)]
-    pieces += [("\u2581" + w, -5.0) for w in words if w not in SPLIT] + [("\u2581", -8.0)]
-    pieces += [(c, -10.0) for c in sorted(set("".join(words)))] + [("<mask>", 0.0)]
-    backend = Tokenizer(models.Unigram(pieces, unk_id=3))
-    backend.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always")
-    backend.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="always")
-    tokenizer = XLMRobertaTokenizerFast(tokenizer_object=backend, bos_token="<s>", eos_token="</s>",
-                                        sep_token="</s>", cls_token="<s>", unk_token="<unk>", pad_token="<pad>",
-                                        mask_token="<mask>")
-    torch.manual_seed(1)
-    config = XLMRobertaConfig(vocab_size=len(pieces), max_position_embeddings=66, pad_token_id=1, bos_token_id=0,
-                              eos_token_id=2, **SIZES)
-    XLMRobertaForMaskedLM(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
-    root = tmp_path_factory.mktemp("hf")
-    _bert(root / "bert")
-    _bert(root / "bare", with_head=False)
-    _xlmr(root / "xlmr")
-    (root / "notok").mkdir()
-    for name in ("config.json", "model.safetensors"):
-        (root / "notok" / name).write_bytes((root / "bert" / name).read_bytes())
-    return root
+    return build_models(tmp_path_factory.mktemp("hf"))
 
 
 @pytest.fixture(scope="module")
 def texts(tmp_path_factory):
-    root = tmp_path_factory.mktemp("hf-text")
-    en, fr = synthetic.corpus(30, seed=4)
-    en[1] += " the big garden sees the river ."  # rows of different lengths: batches are padded
-    paths = {}
-    for lang, lines in (("en", en), ("fr", fr)):
-        paths[lang] = root / f"{lang}.txt"
-        paths[lang].write_text("\n".join(lines) + "\n")
-    return paths
+    return write_texts(tmp_path_factory.mktemp("hf-text"))
 
 
 @pytest.mark.parametrize("name", ["bert", "xlmr"])

@@ -64,6 +64,9 @@ class Sides:
                                                                      settings.device)
         source.check_language(source_lang)  # an unknown language is a one-line error before any work
         target.check_language(target_lang)
+        if source.d_model != target.d_model:  # a rotation (or a cosine) needs one width, found out before any work
+            raise XltError(f"the two models differ in width: --model has d_model {source.d_model}, --target-model "
+                           f"{target.d_model} (an orthogonal map needs one)", target.source)
         return cls(source, source_lang, target, target_lang)
 
     def layers(self, layers: Optional[Sequence[int]]) -> list[int]:
