@@ -88,6 +88,10 @@ def finetune(task: str, config_file: str | None, targets, eval_, task_settings, 
           --eval ru data/ner/wikiann/ru/dev data/ner/wikiann/ru/test \\
           --batch-size 32 --encoder-lr 2e-5,3e-5 --epochs 3 --freeze-bottom 4
     \b
+    Example (the XNLI paper's BiLSTM-max baseline on frozen static vectors, Liu et al.'s comparison):
+      xlt finetune xnli --model static:w2v.txt --codes codes -o results/xnli.w2v \\
+          --eval fr data/xnli/dev-fr.tsv data/xnli/test-fr.tsv --batch-size 64 --encoder-lr 1e-3 --head-lr 1e-3
+    \b
     Example (test-time mean-difference shift at layer 6, weight chosen per target on its dev set):
       xlt finetune xnli --model runs/en-fr -o results/xnli.mds --freeze-bottom 6 \\
           --shift shift.fr-en.npz --shift-layer 6 --shift-alpha 0.5,1,1.5,2
