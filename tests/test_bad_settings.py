@@ -15,7 +15,7 @@ from conftest import assert_one_line_error, run_xlt
 from pretrain_fixtures import build_inputs, tiny_args
 
 from xlt.analysis.align import AlignSettings, word_translation
-from xlt.analysis.cka import CompareSettings
+from xlt.analysis.cka_compare import CompareSettings
 from xlt.analysis.shift import TranslateSettings, compute_means
 from xlt.pretrain.checkpoint import load_checkpoint
 from xlt.pretrain.config import PretrainConfig
@@ -261,7 +261,7 @@ DAMAGED_CKA = [{"label": "Bilingual", "column": "en-fr"},                       
 def test_a_damaged_cka_column_is_one_error_line_in_cka_table_and_a_gap_in_the_report(damage, tmp_path):
     import json
 
-    from xlt.analysis.cka import COLUMN_FORMAT
+    from xlt.analysis.cka_files import COLUMN_FORMAT
 
     (tmp_path / "cka").mkdir()
     column = tmp_path / "cka" / "en-fr.bilingual.json"
@@ -293,7 +293,7 @@ def test_a_damaged_shift_decode_result_is_one_error_line(damage, tmp_path):
 
 def test_settings_checked_before_any_encoding(tiny_run, tmp_path):
     from xlt.analysis.align import AlignSettings
-    from xlt.analysis.cka import Side, compare
+    from xlt.analysis.cka_compare import Side, compare
     from xlt.text.anchors import anchor_report
     from xlt.text.bpe import learn
     from xlt.text.vocab import Vocabulary

@@ -155,7 +155,7 @@ def test_bad_inputs_give_one_line(run_dir, parallel, tmp_path):
 
 
 def test_a_side_from_an_extraction_gives_the_same_column(run_dir, parallel, tmp_path):
-    from xlt.analysis.cka import CompareSettings, Side, compare
+    from xlt.analysis.cka_compare import CompareSettings, Side, compare
     from xlt.analysis.extract import extract_to_files
 
     en, fr = parallel
@@ -171,3 +171,22 @@ def test_a_side_from_an_extraction_gives_the_same_column(run_dir, parallel, tmp_
     short.write_text("".join(fr.read_text().splitlines(keepends=True)[:10]))
     with pytest.raises(XltError, match=f"{tmp_path / 'en'} has 50 sentences, {short} has 10"):
         compare(Side(reps=str(tmp_path / "en")), Side(str(run_dir), "fr", str(short)), settings, "", "")
+
+
+def test_reps_sides_bring_their_pooling_and_must_agree(run_dir, parallel, tmp_path):
+    """--reps-a/--reps-b: the column says how the extractions were pooled (their headers, not the flag),
+    and two extractions pooled differently are one error line naming both."""
+    from xlt.analysis.extract import extract_to_files
+
+    en, fr = parallel
+    for name, path, specials in (("en", en, True), ("fr", fr, True), ("fr-bare", fr, False)):
+        extract_to_files(str(run_dir), name[:2], str(path), str(tmp_path / name), layers=[0, 2],
+                         include_specials=specials)
+    res = run_xlt("cka", "compare", "--reps-a", tmp_path / "en", "--reps-b", tmp_path / "fr", "-o", tmp_path / "col")
+    assert res.returncode == 0, res.stderr
+    column = json.loads((tmp_path / "col.json").read_text())
+    assert column["pooling"] == "mean over subwords, </s> included" and column["layers"] == [0, 2]
+    res = run_xlt("cka", "compare", "--reps-a", tmp_path / "en", "--reps-b", tmp_path / "fr-bare",
+                  "-o", tmp_path / "mixed")
+    assert_one_line_error(res, "pooled differently", str(tmp_path / "en.json"), str(tmp_path / "fr-bare.json"))
+    assert not list(tmp_path.glob("mixed*"))

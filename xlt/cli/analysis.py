@@ -126,7 +126,8 @@ def compare(model_a, lang_a, text_a, reps_a, model_b, lang_b, text_b, reps_b, ra
       xlt cka compare --model-a runs/en --lang-a en --text-a en.txt --model-b runs/fr --random-b 0 \\
           --lang-b fr --text-b fr.txt --label en-fr --column Random -o cka/en-fr.random
     """
-    from xlt.analysis.cka import CompareSettings, compare as run_compare, write_column
+    from xlt.analysis.cka_compare import CompareSettings, compare as run_compare
+    from xlt.analysis.cka_files import write_column
     from xlt.analysis.extract import parse_layers
 
     a = _side("a", model_a, lang_a, text_a, reps_a, None)
@@ -138,7 +139,7 @@ def compare(model_a, lang_a, text_a, reps_a, model_b, lang_b, text_b, reps_b, ra
 
 
 def _side(name: str, run, lang, text, reps, random_seed):
-    from xlt.analysis.cka import Side
+    from xlt.analysis.cka_compare import Side
     from xlt.utils.errors import XltError
 
     if reps:
@@ -159,7 +160,7 @@ def table(columns: tuple[str, ...], output: str) -> None:
     Example:
       xlt cka table cka/en-fr.bi.json cka/en-fr.mono.json cka/en-fr.random.json -o cka/fig7
     """
-    from xlt.analysis.cka import assemble_table, write_table
+    from xlt.analysis.cka_files import assemble_table, write_table
 
     prefix = _prefix(output, ".json", ".json", ".tsv", ".png")
     write_table(assemble_table(columns), prefix)

@@ -1,0 +1,76 @@
+"""The files of ``xlt cka``: one column per comparison (``xlt cka compare``), a table of columns (``xlt cka table``).
+
+* column ``OUT.json`` (format ``xlt-cka/1``): ``label``, ``column``, ``estimator``, ``pooling``, ``n``,
+  ``layers`` [L], ``cka`` [L], ``average``, ``matrix`` [L, L] or null, the two sides, ``retrieval``;
+* table ``OUT.json`` (format ``xlt-cka-table/1``): ``rows`` (L0..Ln, AVER) and one entry per column
+  with its ``values`` [L+1]; ``OUT.tsv`` the same in Figure 7's layout (two header lines).
+
+Each writer also draws ``OUT.png`` and prints the table (:mod:`xlt.report.cka_plots`). Every file
+goes through a temporary name. Shapes: L layers.
+"""
+
+from __future__ import annotations
+
+import os
+from numbers import Real
+from typing import Sequence
+
+import numpy as np
+
+from xlt.utils.errors import PathLike, XltError
+from xlt.utils.textio import atomic_output, read_json, write_json
+
+COLUMN_FORMAT = "xlt-cka/1"
+TABLE_FORMAT = "xlt-cka-table/1"
+
+
+def check_column(col: dict, path: PathLike) -> dict:
+    """``col`` (an ``xlt cka compare`` output) if it has what the tables read, else XltError naming ``path``
+    (a damaged or hand-edited file is one error line, not a KeyError)."""
+    layers, values = col.get("layers"), col.get("cka")
+    if not all(isinstance(col.get(k), str) for k in ("label", "column")):
+        raise XltError("malformed CKA column: no 'label' and 'column' names", path)
+    if not isinstance(layers, list) or not isinstance(values, list) or len(layers) != len(values) or not values \
+            or not all(isinstance(v, Real) for v in [*values, col.get("average")]):
+        raise XltError("malformed CKA column: 'layers', 'cka' and 'average' must be one number per layer "
+                       "and their mean", path)
+    return col
+
+
+def assemble_table(paths: Sequence[str]) -> dict:
+    """Figure 7 layout from column files: rows L0..Ln and AVER, one column per file."""
+    columns, layers = [], None
+    for path in paths:
+        col = check_column(read_json(path, "xlt cka compare output", format=COLUMN_FORMAT), path)
+        if layers is None:
+            layers = col["layers"]
+        elif col["layers"] != layers:
+            raise XltError(f"layers {col['layers']} differ from the first column's {layers}", path)
+        columns.append({"label": col["label"], "column": col["column"], "estimator": col.get("estimator"),
+                        "n": col.get("n"), "values": col["cka"] + [col["average"]], "source": os.path.abspath(path),
+                        "pearson_retrieval": (col.get("retrieval") or {}).get("pearson")})
+    if not columns:
+        raise XltError("no CKA column files given")
+    return {"format": TABLE_FORMAT, "rows": [f"L{layer}" for layer in layers] + ["AVER"], "columns": columns}
+
+
+def write_column(result: dict, output: str) -> None:
+    """``OUT.json`` and ``OUT.png`` (the layer x layer matrix if computed, else the column) + table on stdout."""
+    from xlt.report.cka_plots import show_column  # matplotlib: only once there is a figure to draw
+
+    write_json(output + ".json", result)
+    show_column(result, output + ".png")
+
+
+def write_table(table: dict, output: str) -> None:
+    """``OUT.json``, ``OUT.tsv`` (Figure 7 layout), ``OUT.png`` + table on stdout."""
+    from xlt.report.cka_plots import show_table
+
+    values = np.array([c["values"] for c in table["columns"]]).T  # [L+1, columns]
+    write_json(output + ".json", table)
+    with atomic_output(output + ".tsv") as f:
+        f.write("\t" + "\t".join(c["label"] for c in table["columns"]) + "\n")
+        f.write("\t" + "\t".join(c["column"] for c in table["columns"]) + "\n")
+        for row, line in zip(table["rows"], values):
+            f.write(row + "\t" + "\t".join(f"{v:.4f}" for v in line) + "\n")
+    show_table(table, output + ".png")
