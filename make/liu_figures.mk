@@ -28,6 +28,11 @@ LIU_STATIC_XNLI_ARGS ?= --batch-size 32 --encoder-lr 1e-3 --head-lr 1e-3 --epoch
 # extra `xlt align` options, e.g. --drop-identical: in one joint space without language prefixes a
 # pair of one string is one static row (rank 1 for free); the paper used the MUSE dictionaries as they are
 LIU_ALIGN_ARGS   ?=
+# the MUSE split whose pairs are scored: with --map none nothing is learned from a dictionary, so the
+# 0-5000 split (frequent words, the closed classes among them) is a test set like any other; the
+# 5000-6500 split holds almost no closed-class English word (1 of 1,500 in the smoke run), which the
+# part-of-speech table needs
+LIU_DICT         ?= 0-5000
 LIU_W2V_WINDOWS  := 5 128 256
 LIU_SHORT_WINDOW := 20             # Liu et al. §2.4: inputs sliced into 20-token segments
 LIU_STATIC       := $(foreach w,$(LIU_W2V_WINDOWS),w2v-w$(w)) glove
@@ -35,19 +40,26 @@ LIU_MODELS       := bert bert-w20 $(LIU_STATIC)
 LIU_ALL          := en $(LIU_LANGS)
 LF               := $(W)/liu-fig
 UD_POS           := $(XLT_DATA)/ud/en_ewt/en_ewt-ud-train.conllu
+# The settings records (Makefile: `setting`) are written when make parses a goal of this file: a
+# pattern rule's prerequisites are looked up before secondary expansion could write them.
+LIU_SET := $(W)/settings/liu
+ifneq ($(filter reproduce-liu-figures $(W)/liu-fig/% $(W)/report/liu-%,$(MAKECMDGOALS)),)
+LIU_SETTINGS := $(call setting,liu-langs,$(LIU_LANGS)) $(call setting,liu-sizes,$(LIU_SIZES)) \
+                $(call setting,liu-align,$(LIU_DICT) $(LIU_ALIGN_ARGS))
+endif
 # the size of a stem <N>/text/<L> (after the rule's "n"): 4000
 liu_n = $(firstword $(subst /, ,$(1)))
 
 # ---- text: the first N non-blank lines of each language's training slice (raw: BERT's contextual
 # vectors read it), then tokenized as the Table 1 text (only what the sizes need is tokenized)
-$(LF)/n%.raw: $(W)/raw/$$(notdir $$*).train $$(call setting,liu-sizes,$(LIU_SIZES))
+$(LF)/n%.raw: $(W)/raw/$$(notdir $$*).train
 	@mkdir -p $(@D)
 	head -n $(call liu_n,$*) $< > $@.tmp && mv $@.tmp $@
 $(LF)/n%.train: $(LF)/n%.raw
 	$(XLT) -q tokenize --lang $(notdir $*) --workers $(THREADS) $< -o $@
 # ---- one joint BPE over every language of the size, BPE'd text, vocabulary, token stores ---------
 LIU_TEXT = $(foreach l,$(LIU_ALL),$(LF)/n$(1)/text/$(l).train)
-$(LF)/n%/data/codes: $$(call LIU_TEXT,$$*) $$(call setting,liu-langs,$(LIU_LANGS))
+$(LF)/n%/data/codes: $$(call LIU_TEXT,$$*) $(LIU_SET)-langs
 	@mkdir -p $(@D)
 	$(XLT) bpe learn --merges $(BPE_MERGES) -o $@ $(filter %.train,$^)
 $(LF)/n%/data/stores.stamp: $(LF)/n%/data/codes $$(foreach l,$(LIU_ALL),$(W)/text/$$(l).dev)
@@ -91,7 +103,7 @@ $(foreach w,$(LIU_W2V_WINDOWS),$(eval $(call liu_w2v_rule,$(w))))
 # pieces (static) or of its subwords' states averaged over its occurrences (BERT, every layer),
 # broken down by the English word's most frequent UPOS in UD English EWT (--pos-from).
 liu_align = --source-lang en --target-lang $(1) --map none --no-csls --pos-from $(UD_POS) \
-  --test-dict $(MUSE)/en-$(1).5000-6500.txt $(LIU_ALIGN_ARGS) -o $@
+  --test-dict $(MUSE)/en-$(1).$(LIU_DICT).txt $(LIU_ALIGN_ARGS) -o $@
 LIU_XNLI_FILES := $(T)/$(XNLI_TRAIN) $(T)/xnli/dev-en.tsv $(T)/xnli/test-en.tsv \
   $(foreach l,$(LIU_LANGS),$(T)/xnli/dev-$(l).tsv $(T)/xnli/test-$(l).tsv)
 liu_xnli = $(XLT) finetune xnli -o $(@D) --data-dir $(T) --seeds $(FT_SEEDS) --train en $(T)/$(XNLI_TRAIN) \
@@ -99,20 +111,21 @@ liu_xnli = $(XLT) finetune xnli -o $(@D) --data-dir $(T) --seeds $(FT_SEEDS) --t
 
 # $(call liu_static_rules,N,MODEL) / $(call liu_bert_rules,N,MODEL): the rules of one trained model
 define liu_static_rules
-$(LF)/n$(1)/mrr/$(2)/en-%.json: $(LF)/n$(1)/static/$(2).txt $(MUSE)/en-%.5000-6500.txt $(UD_POS)
+$(LF)/n$(1)/mrr/$(2)/en-%.json: $(LF)/n$(1)/static/$(2).txt $(MUSE)/en-%.$(LIU_DICT).txt $(UD_POS) \
+                                $(LIU_SET)-align
 	@mkdir -p $$(@D)
-	$(XLT) align word --emb-a $$< --codes $(LF)/n$(1)/data/codes --subwords mean $$(call liu_align,$$*)
-$(LF)/n$(1)/xnli/$(2)/results.json: $(LF)/n$(1)/static/$(2).txt $(LIU_XNLI_FILES) $$$$(call setting,liu-langs,$(LIU_LANGS))
+	$(XLT) align word --emb-a $$(word 1,$$^) --codes $(LF)/n$(1)/data/codes --subwords mean $$(call liu_align,$$*)
+$(LF)/n$(1)/xnli/$(2)/results.json: $(LF)/n$(1)/static/$(2).txt $(LIU_XNLI_FILES) $(LIU_SET)-langs
 	$$(liu_xnli) --model static:$$< --codes $(LF)/n$(1)/data/codes --lstm-dim $(LIU_LSTM_DIM) $(LIU_STATIC_XNLI_ARGS)
 endef
 define liu_bert_rules
 $(LF)/n$(1)/mrr/$(2)/en-%.json: $(LF)/n$(1)/models/$(2)/finished $(LF)/n$(1)/text/en.raw $(LF)/n$(1)/text/%.raw \
-                                $(MUSE)/en-%.5000-6500.txt $(UD_POS)
+                                $(MUSE)/en-%.$(LIU_DICT).txt $(UD_POS) $(LIU_SET)-align
 	@mkdir -p $$(@D)
 	$(XLT) align contextual-word --device $(DEVICE) --model $(LF)/n$(1)/models/$(2) \
 	  --source-corpus $(LF)/n$(1)/text/en.raw --target-corpus $(LF)/n$(1)/text/$$*.raw \
 	  --n-sentences $(LIU_CWORD_SENTENCES) $$(call liu_align,$$*)
-$(LF)/n$(1)/xnli/$(2)/results.json: $(LF)/n$(1)/models/$(2)/finished $(LIU_XNLI_FILES) $$$$(call setting,liu-langs,$(LIU_LANGS))
+$(LF)/n$(1)/xnli/$(2)/results.json: $(LF)/n$(1)/models/$(2)/finished $(LIU_XNLI_FILES) $(LIU_SET)-langs
 	$$(liu_xnli) --model $(LF)/n$(1)/models/$(2) $(LIU_XNLI_ARGS)
 endef
 $(foreach n,$(LIU_SIZES),$(foreach m,$(LIU_STATIC),$(eval $(call liu_static_rules,$(n),$(m)))) \
@@ -121,12 +134,12 @@ $(foreach n,$(LIU_SIZES),$(foreach m,$(LIU_STATIC),$(eval $(call liu_static_rule
 # ---- the figures and the POS table ----------------------------------------------------------------
 LIU_FIG_RESULTS := $(foreach n,$(LIU_SIZES),$(foreach m,$(LIU_MODELS),$(LF)/n$(n)/xnli/$(m)/results.json \
   $(foreach l,$(LIU_LANGS),$(LF)/n$(n)/mrr/$(m)/en-$(l).json)))
-$(W)/report/liu-figures.md: $(LIU_FIG_RESULTS) $$(call setting,liu-langs,$(LIU_LANGS)) $$(call setting,liu-sizes,$(LIU_SIZES))
+$(W)/report/liu-figures.md: $(LIU_FIG_RESULTS) $(LIU_SET)-langs $(LIU_SET)-sizes
 	$(XLT) report liu-figures --results-dir $(LF) --langs $(call comma_list,$(LIU_LANGS)) \
 	  --sizes $(call comma_list,$(LIU_SIZES)) -o $(W)/report > /dev/null
 # MRR by part of speech: the paper's BERT pretrained on the big size
 $(W)/report/liu-pos.md: $(foreach l,$(LIU_LANGS),$(LF)/n$(lastword $(LIU_SIZES))/mrr/bert/en-$(l).json) \
-                        $$(call setting,liu-langs,$(LIU_LANGS))
+                        $(LIU_SET)-langs
 	$(XLT) report liu-pos --results-dir $(LF)/n$(lastword $(LIU_SIZES))/mrr/bert --langs $(call comma_list,$(LIU_LANGS)) \
 	  -o $(W)/report > /dev/null
 reproduce-liu-figures: $(W)/report/liu-figures.md $(W)/report/liu-pos.md
