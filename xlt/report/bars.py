@@ -41,12 +41,14 @@ def grouped_bars(panels: Sequence[BarPanel], path: str, title: str, columns: int
         ax.set_title(panel.title, fontsize=9)
         ax.set_ylabel(panel.ylabel, fontsize=8)
         ax.grid(axis="y", alpha=0.3)
-        if panel.bars:
-            ax.legend(fontsize=6)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
+    # one legend for the figure, under the panels (inside a panel it hides bars)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), fontsize=7, frameon=False)
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.07 if handles else 0, 1, 1))
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=120)
