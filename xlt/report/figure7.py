@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Callable, Optional, Sequence
 
-from xlt.analysis.cka import COLUMN_FORMAT as CKA_FORMAT, check_column
+from xlt.analysis.cka_files import COLUMN_FORMAT as CKA_FORMAT, check_column
 from xlt.report import paper as paper_numbers
 from xlt.report.findings import Inconclusive, Verdict, check, decide, require
 from xlt.report.plots import Panel, Series, per_layer
