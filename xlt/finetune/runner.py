@@ -114,8 +114,6 @@ class Experiment:
                 raise XltError(f"language {lang!r} is not one of the model's ({', '.join(languages)})", cfg.model)
         self.targets = list(dict.fromkeys([*cfg.targets, *cfg.eval])) or [l for l in languages if l != self.source]
         self.targets = [t for t in self.targets if t != self.source]
-        if not self.targets:
-            raise XltError("no target language: name one with --target or --eval", cfg.model)
         self.splits = self._read_splits()
         self.labels = self.task.labels(self.splits["train", self.source].examples)
         for split in self.splits.values():  # a bad evaluation file fails now, not after every run has trained
