@@ -38,7 +38,7 @@ from xlt.finetune.static import StaticRun, coverage_markdown, is_static
 from xlt.finetune.ordering import ExampleSizes, evaluation_order, example_sizes, ordered_batches
 from xlt.finetune.task import Batch, Task
 from xlt.finetune.trainer import RunTrainer, SourceData
-from xlt.finetune.transforms import LayerMap, TargetShift, load_map, load_shift
+from xlt.model.interventions import LayerMap, TargetShift, load_map, load_shift
 from xlt.pretrain.pretrained import PretrainedRun
 from xlt.utils import log
 from xlt.utils.device import resolve_device
