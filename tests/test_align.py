@@ -11,7 +11,7 @@ from conftest import assert_one_line_error, run_xlt
 
 from xlt.analysis.align import AlignSettings, WordSettings, align_contextual_word, align_word
 from xlt.analysis.align_parallel import align_dictionary, read_parallel
-from xlt.finetune.transforms import load_map
+from xlt.model.interventions import load_map
 from xlt.utils.errors import XltError
 
 

@@ -18,12 +18,11 @@ import pytest
 import torch
 from finetune_toy import ToyTask, build_toy_world
 
-from xlt.analysis.shift import SHIFT_FORMAT, LanguageShift
 from xlt.finetune import ordering, selection
 from xlt.finetune.config import FinetuneConfig, default_path
 from xlt.finetune.runner import EXIT_BUSY, EXIT_OK, Experiment, finetune
 from xlt.finetune.trainer import frozen_parameter_names, lr_factor
-from xlt.finetune.transforms import load_map, load_shift
+from xlt.model.interventions import SHIFT_FORMAT, LanguageShift, load_map, load_shift
 from xlt.pretrain.checkpoint import load_checkpoint
 from xlt.pretrain.pretrained import PretrainedRun, model_input
 from xlt.utils.errors import XltError

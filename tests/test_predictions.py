@@ -21,11 +21,11 @@ import torch
 from conftest import Result
 from finetune_toy import ANIMALS, build_toy_world, write_nli
 
-from xlt.analysis.shift import SHIFT_FORMAT, LanguageShift
 from xlt.cli import main
 from xlt.finetune.config import FinetuneConfig
 from xlt.finetune.predictions import prediction_file, write_conllu
 from xlt.finetune.runner import EXIT_OK, finetune
+from xlt.model.interventions import SHIFT_FORMAT, LanguageShift
 from xlt.pretrain.pretrained import PretrainedRun
 from xlt.utils.errors import XltError
 

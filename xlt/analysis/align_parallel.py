@@ -4,7 +4,8 @@
   a map learned on parallel sentences (XNLI dev/test are 15-way parallel) and evaluated by
   Tatoeba retrieval, P@1 with cosine nearest neighbours.
 * :func:`align_dictionary` (Figure 5): fast_align contextual-word pairs of a parallel corpus, one
-  target -> source map per layer, saved for ``xlt finetune`` (:func:`write_maps`).
+  target -> source map per layer, saved for ``xlt finetune``
+  (:func:`xlt.model.interventions.write_maps`).
 
 Shapes: L layers, N sentences or aligned words, D dimensions.
 """
@@ -24,12 +25,10 @@ from xlt.analysis.extract import sentence_vectors, word_vectors
 from xlt.analysis.fastalign import FastAlignSettings
 from xlt.analysis.procrustes import iterative_normalization, orthogonal_procrustes
 from xlt.analysis.retrieval import topk_cosine
-from xlt.finetune.transforms import MAP_FORMAT, MAP_HEADER
+from xlt.model.interventions import MAP_FORMAT, MAP_ORIENTATION, write_maps
 from xlt.utils import log
 from xlt.utils.errors import XltError, require_file
-from xlt.utils.textio import atomic_path, read_numbered_lines, write_json
-
-MAP_ORIENTATION = "x_tgt @ W -> source space"
+from xlt.utils.textio import read_numbered_lines
 
 
 def read_parallel(source_path: str, target_path: str, columns: Sequence[int] = (1,),
@@ -119,7 +118,7 @@ def align_dictionary(model: str, source_lang: str, target_lang: str, source_path
     Both sides are split into words by their model's own pipeline, aligned (forward + reverse,
     grow-diag-final-and, one-to-one links), encoded per word (``pooling`` over its subwords), and
     W_l = Procrustes(target words at layer l -> source words at layer l). Maps are written with
-    :func:`write_maps`; returns the result (also OUTPUT_DIR/map.json).
+    :func:`~xlt.model.interventions.write_maps`; returns the result (also OUTPUT_DIR/map.json).
     """
     if max_sentences is not None and max_sentences < 1:
         raise XltError(f"--max-sentences must be at least 1, got {max_sentences}")
@@ -160,22 +159,3 @@ def align_dictionary(model: str, source_lang: str, target_lang: str, source_path
               "files": {str(layer): f"W_layer{layer}.npy" for layer in chosen}}
     write_maps(output_dir, maps, header)
     return header
-
-
-def write_maps(output_dir: str, maps: Sequence[np.ndarray], header: dict) -> None:
-    """``DIR/W_layer{l}.npy`` (float32 [D,D], ``x_tgt @ W`` is in the source space) and ``DIR/map.json``,
-    the map directory ``xlt finetune --map-dir`` reads (:mod:`xlt.finetune.transforms`).
-
-    Every file goes through a temporary name; the header is written last, so a directory with a
-    header is complete.
-    """
-    os.makedirs(output_dir, exist_ok=True)
-    stale = os.path.join(output_dir, MAP_HEADER)
-    if os.path.exists(stale):
-        os.unlink(stale)  # a half-rewritten directory must not look complete
-    for layer, W in zip(header["layers"], maps):
-        with atomic_path(os.path.join(output_dir, f"W_layer{layer}.npy")) as tmp:
-            with open(tmp, "wb") as f:
-                np.save(f, np.asarray(W, dtype=np.float32))
-    write_json(os.path.join(output_dir, MAP_HEADER), header)
-

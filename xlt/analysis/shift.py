@@ -7,13 +7,8 @@
 * Shift decoding: run a source sentence to layer ``l``, add ``alpha * D(l)`` to every position's
   state, run the remaining layers and take the MLM head's argmax at every position, nothing masked.
 
-Files (both ``.npz``, loadable with ``allow_pickle=False``; ``header`` is a JSON string):
-
-* means: ``mean`` float32 [n_layers+1, D] (row 0 = embeddings), ``header`` {"format": "xlt-means/1",
-  run, step, lang, sentences, tokens, include_specials, text, text_sha256}.
-* shift (what ``xlt finetune --shift`` reads): ``mean_src``, ``mean_tgt`` float32 [n_layers+1, D],
-  ``header`` {"format": "xlt-shift/1", "src", "tgt", run, step, d_model, n_layers}; the shift
-  towards the target is ``mean_tgt - mean_src`` (:meth:`LanguageShift.difference`).
+The means and shift files (``xlt-means/1``, ``xlt-shift/1``, what ``xlt finetune --shift`` reads)
+and :class:`~xlt.model.interventions.LanguageShift` live in :mod:`xlt.model.interventions`.
 
 Every function takes a :class:`~xlt.model.protocol.TextModel`: an xlt run or a Hugging Face model
 (its masked-LM head decodes; it has no language embedding, so ``src`` only picks the tokenizer).
@@ -23,10 +18,8 @@ Shapes: L = n_layers + 1 rows (layer 0 = embeddings), D = d_model, B batch rows,
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import zipfile
 from dataclasses import dataclass
 from typing import Iterator, Optional, Sequence
 
@@ -36,35 +29,12 @@ from torch import nn
 
 from xlt.analysis.extract import iter_span_means, length_sorted_batches, text_model, truncate
 from xlt.analysis.shift_table import RESULT_FORMAT
+from xlt.model.interventions import LanguageShift, save_means
 from xlt.model.protocol import TextModel, load_text_model
 from xlt.pretrain.pretrained import pad_inputs
 from xlt.text.vocab import SPECIALS
 from xlt.utils import log
 from xlt.utils.errors import XltError, require_file
-from xlt.utils.textio import atomic_path
-
-MEANS_FORMAT = "xlt-means/1"
-SHIFT_FORMAT = "xlt-shift/1"
-
-
-def _save_npz(path: str, header: dict, **arrays: np.ndarray) -> None:
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as f:
-            np.savez(f, header=np.array(json.dumps(header)), **arrays)
-
-
-def _load_npz(path: str, expected_format: str, keys: Sequence[str]) -> tuple[dict, dict]:
-    require_file(path, "npz file")
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            header = json.loads(str(data["header"]))
-            arrays = {k: data[k] for k in keys}
-    except (ValueError, KeyError, OSError, EOFError, zipfile.BadZipFile) as e:
-        raise XltError(f"not an {expected_format} file ({e})", path) from None
-    found = header.get("format") if isinstance(header, dict) else None
-    if found != expected_format:
-        raise XltError(f"not an {expected_format} file (format {found!r})", path)
-    return header, arrays
 
 
 @torch.no_grad()
@@ -94,16 +64,6 @@ def language_mean(run: TextModel, lang: str, lines: Sequence[str], batch_size: i
     return (total / tokens).astype(np.float32), tokens
 
 
-def save_means(path: str, mean: np.ndarray, header: dict) -> None:
-    _save_npz(path, {"format": MEANS_FORMAT, **header}, mean=mean.astype(np.float32))
-
-
-def load_means(path: str) -> tuple[np.ndarray, dict]:
-    """A means file -> (mean [n_layers+1, D], header)."""
-    header, arrays = _load_npz(path, MEANS_FORMAT, ["mean"])
-    return arrays["mean"], header
-
-
 def compute_means(model_spec: str, lang: str, text: str, output: str, n_sentences: int = 10000,
                   include_specials: bool = False, checkpoint: str = "best", batch_size: int = 32,
                   device: str = "cpu") -> dict:
@@ -129,50 +89,6 @@ def compute_means(model_spec: str, lang: str, text: str, output: str, n_sentence
     save_means(output, mean, header)
     log.info(f"{output}: mean of {lang} over {tokens} tokens of {len(lines)} sentences")
     return header
-
-
-@dataclass
-class LanguageShift:
-    """Two Means of Language of one model; ``difference(l)`` = R_tgt(l) - R_src(l) [D]."""
-
-    src: str
-    tgt: str
-    mean_src: np.ndarray  # [n_layers+1, D]
-    mean_tgt: np.ndarray  # [n_layers+1, D]
-    header: dict
-
-    @classmethod
-    def from_means(cls, src_path: str, tgt_path: str) -> "LanguageShift":
-        """Combine two means files; they must come from the same run and checkpoint step."""
-        (mean_src, hs), (mean_tgt, ht) = load_means(src_path), load_means(tgt_path)
-        for key in ("run", "step"):
-            if hs.get(key) != ht.get(key):
-                raise XltError(f"means of different models ({key} {hs.get(key)!r} in {src_path})", tgt_path)
-        if mean_src.shape != mean_tgt.shape:
-            raise XltError(f"shape {mean_tgt.shape} differs from {src_path}'s {mean_src.shape}", tgt_path)
-        if hs["lang"] == ht["lang"]:
-            raise XltError(f"both means are of {hs['lang']!r}: a shift goes from one language to another", tgt_path)
-        header = {"format": SHIFT_FORMAT, "src": hs["lang"], "tgt": ht["lang"], "run": hs["run"], "step": hs["step"],
-                  "n_layers": mean_src.shape[0] - 1, "d_model": mean_src.shape[1],
-                  "sentences": {hs["lang"]: hs["sentences"], ht["lang"]: ht["sentences"]},
-                  "tokens": {hs["lang"]: hs["tokens"], ht["lang"]: ht["tokens"]},
-                  "means": {hs["lang"]: os.path.abspath(src_path), ht["lang"]: os.path.abspath(tgt_path)}}
-        return cls(hs["lang"], ht["lang"], mean_src, mean_tgt, header)
-
-    def difference(self, layer: int) -> np.ndarray:
-        """D(layer) = R_tgt(layer) - R_src(layer), float32 [D] (layer 0 = embeddings)."""
-        if not 0 <= layer < self.mean_src.shape[0]:
-            raise XltError(f"layer {layer} is out of range: the shift has layers 0..{self.mean_src.shape[0] - 1}")
-        return self.mean_tgt[layer] - self.mean_src[layer]
-
-    def save(self, path: str) -> None:
-        _save_npz(path, self.header, mean_src=self.mean_src.astype(np.float32),
-                  mean_tgt=self.mean_tgt.astype(np.float32))
-
-    @classmethod
-    def load(cls, path: str) -> "LanguageShift":
-        header, arrays = _load_npz(path, SHIFT_FORMAT, ["mean_src", "mean_tgt"])
-        return cls(header["src"], header["tgt"], arrays["mean_src"], arrays["mean_tgt"], header)
 
 
 @torch.no_grad()

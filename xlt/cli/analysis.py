@@ -229,7 +229,7 @@ def shift(src_means: str, tgt_means: str, output: str) -> None:
     Example:
       xlt shift-decode shift --src means.en.npz --tgt means.fr.npz -o shift.en-fr.npz
     """
-    from xlt.analysis.shift import LanguageShift
+    from xlt.model.interventions import LanguageShift
 
     LanguageShift.from_means(src_means, tgt_means).save(output)
 
