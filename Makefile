@@ -90,4 +90,5 @@ include make/text.mk make/table1.mk make/analysis.mk make/liu_figures.mk
 demo: $(W)/models/default/en-fr/finished
 	@echo "demo done: $(W)/models/default/en-fr (metrics.jsonl, checkpoints/best.pt)"
 
-reproduce-all: reproduce-table1 reproduce-figure7 reproduce-alignment reproduce-liu-table2 reproduce-liu-table4
+reproduce-all: reproduce-table1 reproduce-figure7 reproduce-alignment reproduce-liu-table2 reproduce-liu-table4 \
+               reproduce-liu-figures

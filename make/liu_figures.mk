@@ -8,7 +8,9 @@
 #   $(W)/liu-fig/n<N>/data/                  joint codes, <L>.{train,dev}.bpe, vocab, token stores
 #   $(W)/liu-fig/n<N>/models/bert{,-w20}/    xlt pretrain run directories (default / 20-token windows)
 #   $(W)/liu-fig/n<N>/static/<model>.txt     w2v-w5, w2v-w128, w2v-w256, glove (xlt embed train)
-#   $(W)/liu-fig/n<N>/mrr/<model>/en-<L>.json   xlt align word / contextual-word --map none
+#   $(W)/liu-fig/n<N>/own/<model>/en-<L>.{json,pairs}  xlt align word / contextual-word --map none on the
+#                                            pairs the model covers (--pairs-out: those pairs)
+#   $(W)/liu-fig/n<N>/mrr/<model>/en-<L>.json   the same on the pairs every model of size N covers
 #   $(W)/liu-fig/n<N>/xnli/<model>/results.json xlt finetune xnli (static: --model static:FILE)
 #   $(W)/report/liu-figures.*, liu-pos.*     xlt report liu-figures / liu-pos
 #
@@ -43,7 +45,7 @@ UD_POS           := $(XLT_DATA)/ud/en_ewt/en_ewt-ud-train.conllu
 # The settings records (Makefile: `setting`) are written when make parses a goal of this file: a
 # pattern rule's prerequisites are looked up before secondary expansion could write them.
 LIU_SET := $(W)/settings/liu
-ifneq ($(filter reproduce-liu-figures $(W)/liu-fig/% $(W)/report/liu-%,$(MAKECMDGOALS)),)
+ifneq ($(filter reproduce-liu-figures reproduce-all $(W)/liu-fig/% $(W)/report/liu-%,$(MAKECMDGOALS)),)
 LIU_SETTINGS := $(call setting,liu-langs,$(LIU_LANGS)) $(call setting,liu-sizes,$(LIU_SIZES)) \
                 $(call setting,liu-align,$(LIU_DICT) $(LIU_ALIGN_ARGS))
 endif
@@ -109,22 +111,36 @@ LIU_XNLI_FILES := $(T)/$(XNLI_TRAIN) $(T)/xnli/dev-en.tsv $(T)/xnli/test-en.tsv 
 liu_xnli = $(XLT) finetune xnli -o $(@D) --data-dir $(T) --seeds $(FT_SEEDS) --train en $(T)/$(XNLI_TRAIN) \
   --dev en $(T)/xnli/dev-en.tsv $(foreach l,$(LIU_LANGS),--eval $(l) $(T)/xnli/dev-$(l).tsv $(T)/xnli/test-$(l).tsv)
 
+# Every model of one size is scored on the same dictionary pairs: a first pass (own/) scores each
+# model on the pairs it can represent and writes them (--pairs-out: a static file covers almost every
+# dictionary word, BERT only those of its LIU_CWORD_SENTENCES sentences); the second (mrr/, what the
+# report reads) scores each on the pairs common to all of them (--pairs-from every model's file).
+liu_common = $(foreach m,$(LIU_MODELS),--pairs-from $(LF)/n$(1)/own/$(m)/en-$(2).pairs)
+LIU_OWN = $(foreach m,$(LIU_MODELS),$(LF)/n$(1)/own/$(m)/en-%.json)
+# $(call liu_mrr_rules,N,MODEL,PREREQUISITES,COMMAND): both passes of one model's MRR (COMMAND a
+# variable taking N and the language; the options of each pass are appended)
+define liu_mrr_rules
+$(LF)/n$(1)/own/$(2)/en-%.json: $(3) $(MUSE)/en-%.$(LIU_DICT).txt $(UD_POS) $(LIU_SET)-align
+	@mkdir -p $$(@D)
+	$$(call $(4),$(1),$$*) --pairs-out $$(@D)/en-$$*.pairs
+$(LF)/n$(1)/mrr/$(2)/en-%.json: $(3) $(MUSE)/en-%.$(LIU_DICT).txt $(UD_POS) $(LIU_SET)-align $(LIU_OWN)
+	@mkdir -p $$(@D)
+	$$(call $(4),$(1),$$*) $$(call liu_common,$(1),$$*)
+endef
+liu_static_mrr = $(XLT) align word --emb-a $(word 1,$^) --codes $(LF)/n$(1)/data/codes --subwords mean \
+  $(call liu_align,$(2))
+liu_bert_mrr = $(XLT) align contextual-word --device $(DEVICE) --model $(patsubst %/finished,%,$(word 1,$^)) \
+  --source-corpus $(LF)/n$(1)/text/en.raw --target-corpus $(LF)/n$(1)/text/$(2).raw \
+  --n-sentences $(LIU_CWORD_SENTENCES) $(call liu_align,$(2))
+
 # $(call liu_static_rules,N,MODEL) / $(call liu_bert_rules,N,MODEL): the rules of one trained model
 define liu_static_rules
-$(LF)/n$(1)/mrr/$(2)/en-%.json: $(LF)/n$(1)/static/$(2).txt $(MUSE)/en-%.$(LIU_DICT).txt $(UD_POS) \
-                                $(LIU_SET)-align
-	@mkdir -p $$(@D)
-	$(XLT) align word --emb-a $$(word 1,$$^) --codes $(LF)/n$(1)/data/codes --subwords mean $$(call liu_align,$$*)
+$(call liu_mrr_rules,$(1),$(2),$(LF)/n$(1)/static/$(2).txt,liu_static_mrr)
 $(LF)/n$(1)/xnli/$(2)/results.json: $(LF)/n$(1)/static/$(2).txt $(LIU_XNLI_FILES) $(LIU_SET)-langs
 	$$(liu_xnli) --model static:$$< --codes $(LF)/n$(1)/data/codes --lstm-dim $(LIU_LSTM_DIM) $(LIU_STATIC_XNLI_ARGS)
 endef
 define liu_bert_rules
-$(LF)/n$(1)/mrr/$(2)/en-%.json: $(LF)/n$(1)/models/$(2)/finished $(LF)/n$(1)/text/en.raw $(LF)/n$(1)/text/%.raw \
-                                $(MUSE)/en-%.$(LIU_DICT).txt $(UD_POS) $(LIU_SET)-align
-	@mkdir -p $$(@D)
-	$(XLT) align contextual-word --device $(DEVICE) --model $(LF)/n$(1)/models/$(2) \
-	  --source-corpus $(LF)/n$(1)/text/en.raw --target-corpus $(LF)/n$(1)/text/$$*.raw \
-	  --n-sentences $(LIU_CWORD_SENTENCES) $$(call liu_align,$$*)
+$(call liu_mrr_rules,$(1),$(2),$(LF)/n$(1)/models/$(2)/finished $(LF)/n$(1)/text/en.raw $(LF)/n$(1)/text/%.raw,liu_bert_mrr)
 $(LF)/n$(1)/xnli/$(2)/results.json: $(LF)/n$(1)/models/$(2)/finished $(LIU_XNLI_FILES) $(LIU_SET)-langs
 	$$(liu_xnli) --model $(LF)/n$(1)/models/$(2) $(LIU_XNLI_ARGS)
 endef

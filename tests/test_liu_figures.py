@@ -15,13 +15,15 @@ from xlt.report.render import markdown
 LANGS = ["fr", "de"]
 
 
-def write_mrr(path: Path, values: list[float], by_pos: dict | None = None) -> None:
-    """An `xlt align` result: one entry per layer, the last layer carrying the POS breakdown."""
+def write_mrr(path: Path, values: list[float], by_pos: dict | None = None, pairs: int = 1234) -> None:
+    """An `xlt align` result: one entry per layer, the last layer carrying the POS breakdown; its test
+    pairs (one set per language unless ``pairs`` differs)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     results = [{"layer": i, "mrr": v} for i, v in enumerate(values)]
     if by_pos:
         results[-1]["by_pos"] = {tag: {"mrr": m, "queries": 10} for tag, m in by_pos.items()}
-    path.write_text(json.dumps({"command": "align word", "map": "none", "results": results}))
+    test = {"pairs": 5000, "usable": pairs, "checksum": f"sha256:{path.stem}-{pairs}"}
+    path.write_text(json.dumps({"command": "align word", "map": "none", "test": test, "results": results}))
 
 
 def write_xnli(path: Path, scores: dict[str, float]) -> None:
@@ -73,6 +75,27 @@ def test_reversed_numbers_fail_and_close_ones_are_ties(tmp_path):
     assert findings[2].verdict == INCONCLUSIVE and "tie" in findings[2].detail
 
 
+def test_the_pair_set_is_stated_and_different_sets_are_no_comparison(tmp_path):
+    make_world(tmp_path, PAPER_LIKE_SMALL, PAPER_LIKE_BIG, {"bert": 55.0, "w2v-w5": 45.0, "glove": 47.0})
+    table = lf.build(str(tmp_path), LANGS, [100, 500])
+    assert "MRR at n=100: every model scored on the same dictionary pairs, fr 1,234, de 1,234" in table.remarks
+    assert [f.verdict for f in table.findings] == [HOLDS, HOLDS, HOLDS]
+    # BERT at n=100 scored on its own (fewer) pairs, as before --pairs-from: the n=100 claim is no comparison
+    write_mrr(tmp_path / "n100" / "mrr" / "bert" / "en-fr.json", [0.0, 0.9, 0.10], pairs=266)
+    table = lf.build(str(tmp_path), LANGS, [100, 500])
+    static_small, bert_big, windows = table.findings
+    assert static_small.verdict == INCONCLUSIVE and "fr: BERT 266, BERT (20-token windows) 1,234" in static_small.detail
+    assert "not scored on one pair set" in markdown(table)
+    assert bert_big.verdict == HOLDS and windows.verdict == HOLDS           # n=500 is still one pair set
+    # a result that does not record its pairs (older xlt) proves no common set either
+    write_mrr(tmp_path / "n500" / "mrr" / "glove" / "en-de.json", [0.3])
+    data = json.loads((tmp_path / "n500" / "mrr" / "glove" / "en-de.json").read_text())
+    del data["test"]
+    (tmp_path / "n500" / "mrr" / "glove" / "en-de.json").write_text(json.dumps(data))
+    findings = lf.build(str(tmp_path), LANGS, [100, 500]).findings
+    assert findings[2].verdict == INCONCLUSIVE and "de: " in findings[2].detail and "GloVe ?" in findings[2].detail
+
+
 def test_missing_files_are_gaps_and_best_layer_is_an_option(tmp_path):
     make_world(tmp_path, PAPER_LIKE_SMALL, PAPER_LIKE_BIG, {})
     (tmp_path / "n500" / "mrr" / "glove" / "en-de.json").unlink()
@@ -99,6 +122,7 @@ def test_cli_writes_tables_and_pngs(tmp_path, capsys):
     main(["report", "liu-pos", "--results-dir", str(pos_dir), "--langs", "fr,de", "-o", str(out)])
     printed = capsys.readouterr().out
     assert "| Adj. | 0.600 (0.625) | 0.600 (0.482) | 0.600 (0.491) |" in printed
+    assert "Dictionary pairs scored: fr 1,234, de 1,234" in printed
     assert printed.count("**HOLDS**") == 2
     assert (out / "liu-pos.png").read_bytes()[:4] == b"\x89PNG"
 

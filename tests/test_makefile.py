@@ -44,20 +44,23 @@ def test_every_scale_plans_the_whole_reproduction(tmp_path, scale):
     lines = dry_run(tmp_path / "w", f"SCALE={scale}", "LANGS=fr ru zh", "reproduce-all")
     pretrain = xlt_commands(lines, "pretrain")
     # Table 1: 10 rows x 3 pairs, less Wiki-CC en-ru (no Russian web corpus); the en-de Default model
-    # of Figure 7; monolingual en, fr, de, ru, zh for Figure 7 and the alignment.
-    assert len(pretrain) == 10 * 3 - 1 + 1 + 5
+    # of Figure 7; monolingual en, fr, de, ru, zh for Figure 7 and the alignment; Liu et al.'s joint
+    # BERTs (2 sizes x 2 windows).
+    assert len(pretrain) == 10 * 3 - 1 + 1 + 5 + 2 * 2
     assert not any("wiki-cc/en-ru" in line for line in pretrain)
     # 10 rows x 3 tasks x 3 pairs less the 3 Wiki-CC en-ru cells, the no-pretraining control's 3 tasks
-    # per pair (Default's run, untrained), plus Liu et al.'s XNLI with shift per pair.
+    # per pair (Default's run, untrained), plus Liu et al.'s XNLI with shift per pair, plus the XNLI of
+    # Liu et al.'s Figures 2-3 (2 sizes x 6 models).
     finetunes = xlt_commands(lines, "finetune")
-    assert len(finetunes) == 10 * 3 * 3 - 3 + 3 * 3 + 3
+    assert len(finetunes) == 10 * 3 * 3 - 3 + 3 * 3 + 3 + 2 * 6
     control = [line for line in finetunes if "--checkpoint untrained" in line]
     assert len(control) == 3 * 3 and all("/models/default/en-" in line for line in control)
     assert len([line for line in lines if re.search(r"\bxlt -q baselines\b", line)]) == 3 * 3
     reports = {line.split("report ")[1].split()[0]: line for line in xlt_commands(lines, "report")}
-    assert set(reports) == {"table1", "figure7", "alignment", "liu-table2", "liu-table4"}
-    for name, line in reports.items():  # each table shows the languages the run made
-        assert ("--langs fr,de,ru,zh" if name in ("figure7", "alignment") else "--langs fr,ru,zh") in line, line
+    assert set(reports) == {"table1", "figure7", "alignment", "liu-table2", "liu-table4", "liu-figures", "liu-pos"}
+    for name, line in reports.items():  # each table shows the languages the run made (LIU_LANGS: fr de ru zh)
+        wide = name in ("figure7", "alignment", "liu-figures", "liu-pos")
+        assert ("--langs fr,de,ru,zh" if wide else "--langs fr,ru,zh") in line, line
     if scale == "paper":
         assert all("torchrun" in line for line in pretrain)
 
@@ -155,13 +158,30 @@ def test_every_scale_plans_the_liu_figures(tmp_path, scale):
     assert sorted(line.split("--window ")[1].split()[0] for line in embed if "word2vec" in line) == \
         ["128", "128", "256", "256", "5", "5"]
     assert len([line for line in embed if "--method glove" in line]) == 2
-    # MRR in the joint space for every model and language, with the part of speech of the English word
+    # MRR in the joint space for every model and language, with the part of speech of the English word;
+    # twice: on the pairs each model covers (own/, writing them), then on the pairs every model of the
+    # size covers (mrr/, what the report reads)
     static = xlt_commands(lines, "align word")
     bert = xlt_commands(lines, "align contextual-word")
-    assert len(static) == 2 * 4 * 4 and len(bert) == 2 * 2 * 4
+    assert len(static) == 2 * 2 * 4 * 4 and len(bert) == 2 * 2 * 2 * 4
     assert all("--map none " in line and "--pos-from " in line and "en_ewt-ud-train.conllu" in line
                for line in static + bert)
     assert all("--subwords mean" in line and "--codes " in line for line in static)
+    models = ("bert", "bert-w20", "w2v-w5", "w2v-w128", "w2v-w256", "glove")
+    for n in (small, big):
+        for lang in langs[1:]:
+            def written(pass_dir: str) -> list[str]:
+                return [line for line in static + bert if f"-o {work}/liu-fig/n{n}/{pass_dir}/" in line
+                        and f"en-{lang}.json" in line]
+            own = written("own")
+            assert sorted(line.split("--pairs-out ")[1].split()[0] for line in own) == \
+                sorted(f"{work}/liu-fig/n{n}/own/{m}/en-{lang}.pairs" for m in models)
+            common = written("mrr")
+            assert len(common) == 6 and not any("--pairs-out" in line for line in common)
+            assert all(sorted(p.split()[0] for p in line.split("--pairs-from ")[1:]) == sorted(
+                f"{work}/liu-fig/n{n}/own/{m}/en-{lang}.pairs" for m in models) for line in common)
+            # the common pass runs after every model's own pass
+            assert min(map(lines.index, common)) > max(map(lines.index, own))
     # XNLI zero-shot for every model, every target in one command; static files through the same runner
     finetune = xlt_commands(lines, "finetune")
     assert len(finetune) == 2 * 6 and all(all(f"--eval {l} " in line for l in langs[1:]) for line in finetune)
@@ -173,6 +193,6 @@ def test_every_scale_plans_the_liu_figures(tmp_path, scale):
 
 def test_liu_figures_follow_liu_langs(tmp_path):
     lines = dry_run(tmp_path / "w", "SCALE=smoke", "LIU_LANGS=fr", "reproduce-liu-figures")
-    assert len(xlt_commands(lines, "align word")) == 2 * 4
+    assert len(xlt_commands(lines, "align word")) == 2 * 2 * 4
     assert all("--target-lang fr " in line for line in xlt_commands(lines, "align"))
     assert not any("/de." in line or "-de." in line for line in any_xlt_command(lines))

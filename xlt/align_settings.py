@@ -68,6 +68,14 @@ class WordSettings:
     drop_identical: bool = field(default=False, metadata={
         "help": "Drop dictionary pairs whose two words are the same string (in one joint space without "
                 "language prefixes they are one row: rank 1 for free)."})
+    pairs_from: list[str] = field(default_factory=list, metadata={
+        "metavar": "FILE",
+        "help": "Score only the test pairs found in every such file (e.g. each compared system's --pairs-out), "
+                "so that every system is scored on the same pairs; a pair this system cannot represent is an "
+                "error, not a miss."})
+    pairs_out: Optional[str] = field(default=None, metadata={
+        "metavar": "FILE",
+        "help": "Write the test pairs scored, one 'source target' per line (a MUSE dictionary)."})
     save_map: Optional[str] = field(default=None, metadata={
         "metavar": "FILE", "help": "Write the learned W: float32 .npy, [D,D] (or [L,D,D], one per layer); "
                                    "iternorm(x_source) @ W is in the target space."})
@@ -83,6 +91,9 @@ class WordSettings:
             check_output_paths(self.save_map)
         if self.pos_from is not None:
             require_file(self.pos_from, "CoNLL-U file")
+        self.pairs_from = [str(require_file(path, "pairs file")) for path in self.pairs_from]
+        if self.pairs_out is not None:
+            check_output_paths(self.pairs_out)
 
     def check(self, train_dictionary: Optional[str]) -> None:
         """Before any work: Procrustes needs training pairs."""

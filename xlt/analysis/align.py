@@ -33,6 +33,7 @@ import torch
 from xlt.align_settings import CANDIDATES, MAPS, AlignSettings, WordSettings  # noqa: F401 (the library's names)
 from xlt.analysis.dictionaries import NO_TAG, pos_breakdown, read_muse_dictionary, read_pos_lexicon
 from xlt.analysis.extract import resolve_layers, word_vectors
+from xlt.analysis.pair_sets import ScoredPairs, scored_pairs, write_pairs
 from xlt.analysis.procrustes import align_spaces, unit_length
 from xlt.analysis.retrieval import gold_ranks, precision_at_k, rank_scores, topk_cosine, topk_csls
 from xlt.model.protocol import TextModel, load_text_model
@@ -88,27 +89,6 @@ class WordSpace:
 
     def __post_init__(self) -> None:
         self.row = {w: r for r, w in enumerate(self.words)}
-
-
-def dictionary_rows(pairs: Sequence[tuple[str, str]], source: WordSpace, target: WordSpace,
-                    source_key=str, target_key=str) -> np.ndarray:
-    """Dictionary pairs whose two words are in the spaces -> int [P,2] (source row, target row).
-
-    ``*_key`` turn a dictionary word into the space's key (e.g. the run's tokenizer normalisation).
-    """
-    rows = [(source.row.get(source_key(s)), target.row.get(target_key(t))) for s, t in pairs]
-    return np.array([r for r in rows if None not in r], dtype=np.int64).reshape(-1, 2)
-
-
-def usable_pairs(path: str, source: WordSpace, target: WordSpace, source_key=str, target_key=str) -> tuple[np.ndarray, dict]:
-    """Read a MUSE dictionary and keep the pairs the spaces can represent; none at all -> XltError."""
-    pairs = read_muse_dictionary(path)
-    rows = dictionary_rows(pairs, source, target, source_key, target_key)
-    if len(rows) == 0:
-        raise XltError(f"none of the {len(pairs)} dictionary pairs has both words in the vocabularies "
-                       f"({len(source.words)} source and {len(target.words)} target words)", path)
-    return rows, {"file": path, "pairs": len(pairs), "usable": int(len(rows)),
-                  "source_words": int(len(np.unique(rows[:, 0])))}
 
 
 def _check_target_size(n: int) -> None:
@@ -176,19 +156,6 @@ def save_maps(path: str, maps: Sequence[np.ndarray], labels: Sequence) -> dict:
             "orientation": "iternorm(x_source) @ W -> target space"}
 
 
-def _without_identical(rows: Optional[np.ndarray], info: Optional[dict], source: WordSpace,
-                       target: WordSpace) -> tuple[Optional[np.ndarray], Optional[dict]]:
-    """Pairs whose two words differ as strings; ``info`` counts the dropped ones. None stays None."""
-    if rows is None:
-        return rows, info
-    keep = np.array([source.words[s] != target.words[t] for s, t in rows.tolist()], dtype=bool)
-    if not keep.any():
-        raise XltError("every usable pair has two identical words (--drop-identical leaves none)", info["file"])
-    kept = rows[keep]
-    return kept, {**info, "usable": int(len(kept)), "identical_dropped": int((~keep).sum()),
-                  "source_words": int(len(np.unique(kept[:, 0])))}
-
-
 def evaluate_spaces(source: WordSpace, target: WordSpace, train_dictionary: Optional[str], test_dictionary: str,
                     settings: AlignSettings, word: WordSettings, labels: Sequence, source_key=str,
                     target_key=str) -> dict:
@@ -196,25 +163,32 @@ def evaluate_spaces(source: WordSpace, target: WordSpace, train_dictionary: Opti
     the saved map: the part of the result every word-level procedure shares."""
     word.check(train_dictionary)
     _check_target_size(len(target.words))  # before the log line: an error stays the only line
-    train, train_info = (usable_pairs(train_dictionary, source, target, source_key, target_key)
-                         if train_dictionary is not None else (None, None))
-    test, test_info = usable_pairs(test_dictionary, source, target, source_key, target_key)
-    if word.drop_identical:
-        train, train_info = _without_identical(train, train_info, source, target)
-        test, test_info = _without_identical(test, test_info, source, target)
+
+    def pairs(path: str, pairs_from=()) -> ScoredPairs:
+        return scored_pairs(path, source, target, source_key, target_key, word.drop_identical, pairs_from)
+
+    train = pairs(train_dictionary) if train_dictionary is not None else None
+    test = pairs(test_dictionary, word.pairs_from)
+    train_info = train.info if train else None
     log.info(f"dictionaries: " + (f"{train_info['usable']}/{train_info['pairs']} train and " if train_info else "")
-             + f"{test_info['usable']}/{test_info['pairs']} test pairs usable")
+             + f"{test.info['usable']}/{test.info['pairs']} test pairs scored"
+             + (f" (those of --pairs-from)" if word.pairs_from else ""))
     tags = source_tags(source, word.pos_from) if word.pos_from else None
     results, maps = [], []
     with log.progress("layers", total=len(labels), unit="layers") as bar:
         for k, label in enumerate(labels):
-            scores, W = word_translation(source.vectors[k], target.vectors[k], train, test, settings, word, tags)
+            scores, W = word_translation(source.vectors[k], target.vectors[k], None if train is None else train.rows,
+                                         test.rows,
+                                         settings, word, tags)
             results.append({"layer": label, **scores})
             maps.append(W)
             bar.advance(1)
+    if word.pairs_out is not None:  # before the result JSON: a finished result has its pairs file
+        write_pairs(word.pairs_out, test.pairs)
+        test.info["pairs_out"] = word.pairs_out
     out = {"map": word.map, "candidates": word.candidates, "pos_from": word.pos_from,
            "space": {"source_words": len(source.words), "target_words": len(target.words)},
-           "train": train_info, "test": test_info, "results": results}
+           "train": train_info, "test": test.info, "results": results}
     if word.save_map is not None:
         out["saved_map"] = save_maps(word.save_map, maps, labels)
     return out

@@ -1,9 +1,10 @@
 """Click options generated from typed dataclass configs, so help text is written once.
 
 Each field becomes ``--field-name`` with the field's ``help`` metadata and default: ``bool`` is a
-``--x/--no-x`` flag, ``tuple[a, b]`` takes two values, and ``dict[str, str]`` is a repeatable
-``--x KEY VALUE`` pair (``--train en data/en.train --train fr data/fr.train``). A field's ``metavar``
-metadata names its value in the help (paths: FILE, DIR, PREFIX, never click's TEXT).
+``--x/--no-x`` flag, ``tuple[a, b]`` takes two values, ``list[a]`` is a repeatable ``--x VALUE``, and
+``dict[str, str]`` is a repeatable ``--x KEY VALUE`` pair (``--train en data/en.train --train fr
+data/fr.train``). A field's ``metavar`` metadata names its value in the help (paths: FILE, DIR,
+PREFIX, never click's TEXT).
 
 Nothing here imports torch: every command module imports this one, and ``--help`` must stay fast.
 """
@@ -44,6 +45,9 @@ def _option(field: dataclasses.Field, tp: Any, required: bool, metavar: Optional
     if origin is dict:
         return click.option(name, field.name, type=(str, str), multiple=True, required=required and not has_default,
                             metavar=metavar or "KEY VALUE", help=help_text + " (repeatable)")
+    if origin is list:
+        return click.option(name, field.name, type=typing.get_args(base)[0], multiple=True, metavar=metavar,
+                            help=help_text + " (repeatable)")
     if origin is tuple:
         inner = typing.get_args(base)
         return click.option(name, field.name, type=tuple(inner), default=default, show_default=default is not None,
@@ -82,6 +86,8 @@ def build_config(cls: type, values: dict[str, Any]):
         base, _ = _unwrap_optional(hints[f.name])
         if typing.get_origin(base) is dict:
             v = dict(v)
+        elif typing.get_origin(base) is list:
+            v = list(v or ())
         elif typing.get_origin(base) is tuple and v is not None:
             v = tuple(v)
         kwargs[f.name] = v

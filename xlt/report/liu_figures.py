@@ -10,6 +10,11 @@ with ``<model>`` one of :data:`MODELS`. BERT's MRR is the last layer's by defaul
 the papers do not say which layer; "best" takes the best layer per file, an upper bound). The
 paper's figures are bar charts lost in the text conversion: the table shows no paper numbers, and
 the findings' paper side is the claim as the text states it. Table 1's numbers are printed.
+
+Models are compared on one pair set: each result's ``test`` entry records the pairs it scored
+(``usable``, ``checksum``; :mod:`xlt.analysis.pair_sets`). The report states the count per size and
+language, and an MRR claim whose models were scored on different (or unrecorded) pair sets is
+inconclusive: BERT's contextual words cover far fewer dictionary words than a static file.
 """
 
 from __future__ import annotations
@@ -48,8 +53,10 @@ def mrr_reading(path: str, layer: str = "last", pos: Optional[str] = None) -> Re
         chosen = next((r for r in results if str(r.get("layer")) == layer), None)
         if chosen is None:
             return Reading(gap=f"{path} has no layer {layer}")
+    test = data.get("test") if isinstance(data.get("test"), dict) else {}
+    pairs = {"pairs": test.get("usable"), "checksum": test.get("checksum")}
     if pos is None:
-        return Reading(value=float(chosen["mrr"]), extra={"layer": chosen.get("layer")})
+        return Reading(value=float(chosen["mrr"]), extra={"layer": chosen.get("layer"), **pairs})
     by_pos = (chosen.get("by_pos") or {}).get(pos)
     if by_pos is None:
         return Reading(gap=f"{path} has no {pos} words" + ("" if chosen.get("by_pos") else " (run with --pos-from)"))
@@ -80,6 +87,26 @@ def collect(results_dir: str, sizes: Sequence[int], languages: Sequence[str], la
     return out
 
 
+def pair_sets(found: dict, size: int, languages: Sequence[str]) -> tuple[dict[str, int], Optional[str]]:
+    """The MRR pair set of every model at ``size``: ({lang: pairs}, None) when every model that has a
+    result scored the same pairs (one checksum per language), else ({}, the reason)."""
+    counts, differ = {}, []
+    for lang in languages:
+        sets = {model: (r.extra.get("pairs"), r.extra.get("checksum")) for model in MODELS
+                for r in [found["mrr", size, model][lang]] if r.value is not None}
+        if not sets:
+            continue
+        if len(set(sets.values())) == 1 and next(iter(sets.values()))[1] is not None:
+            counts[lang] = next(iter(sets.values()))[0]
+        else:
+            differ.append(f"{lang}: " + ", ".join(f"{MODELS[m]} {'?' if n is None else f'{n:,}'}"
+                                                  for m, (n, _) in sets.items()))
+    if differ:
+        return {}, (f"at n={size} the models' MRR was not scored on one pair set (pairs per model; run "
+                    f"`xlt align` with --pairs-from): {'; '.join(differ)}")
+    return counts, None
+
+
 def averages(found: dict, languages: Sequence[str]) -> dict:
     """{(metric, size, model): the mean over the target languages, or None with a gap}."""
     return {key: mean([readings[l].value for l in languages]) for key, readings in found.items()}
@@ -88,6 +115,8 @@ def averages(found: dict, languages: Sequence[str]) -> dict:
 # ---- findings --------------------------------------------------------------------------------------
 
 def _need(avg: dict, key: tuple) -> float:
+    if key[0] == "mrr" and avg.get(("pairs", key[1])):
+        raise Inconclusive(avg["pairs", key[1]])
     value = avg.get(key)
     if value is None:
         raise Inconclusive(f"{key[0]} of {MODELS[key[2]]} at n={key[1]} is missing")
@@ -150,6 +179,9 @@ def build(results_dir: str, languages: Sequence[str], sizes: Sequence[int], numb
     sizes = sorted(sizes)
     found = collect(results_dir, sizes, languages, layer)
     avg = averages(found, languages)
+    sets = {n: pair_sets(found, n, languages) for n in sizes}
+    # ("pairs", n): why the MRRs at size n are not comparable (None: one pair set); read by _need
+    avg.update({("pairs", n): reason for n, (_, reason) in sets.items()})
     groups = [(f"n={n}", [*languages, "avg"]) for n in sizes]
     table = ReportTable("liu-figures", "Liu et al. (2020) Figures 1 and 3a: word retrieval MRR (en-X, joint space, "
                         "cosine)", "model", groups, digits=3, source=paper_numbers.describe(figures["source"]))
@@ -173,6 +205,9 @@ def build(results_dir: str, languages: Sequence[str], sizes: Sequence[int], numb
         f"Sizes: lines per language (the paper: 200k and 1000k sentences). BERT MRR: layer {layer!r} of "
         "`xlt align contextual-word` (each word its states averaged over the corpus); static: the file's rows, a "
         "BPE-split word the mean of its pieces. Word2Vec windows 128/256 are Figure 4.",
+        *[reason or f"MRR at n={n}: every model scored on the same dictionary pairs, "
+          + ", ".join(f"{lang} {count:,}" for lang, count in counts.items())
+          for n, (counts, reason) in sets.items() if counts or reason],
         f"Findings: differences within {MRR_MARGIN:g} MRR or {XNLI_MARGIN:g} accuracy points are ties "
         "(inconclusive). The paper's figures are bar charts whose numbers the text conversion lost."]
     if len(sizes) < 2:
@@ -218,6 +253,11 @@ def build_pos(results_dir: str, languages: Sequence[str], numbers: Optional[dict
         "Tags: each English word's most frequent UPOS in UD English EWT (the paper: OntoNotes 5.0, which is not "
         "freely available); open = ADJ ADV INTJ NOUN PROPN VERB, closed = ADP AUX CCONJ DET NUM PART PRON SCONJ.",
         f"The paper's avg is over its six languages ({', '.join(pos['languages'])}); xlt's over {', '.join(languages)}."]
+    scored = {l: mrr_reading(os.path.join(results_dir, f"en-{l}.json"), layer) for l in languages}
+    if any(r.value is not None for r in scored.values()):
+        table.remarks.append("Dictionary pairs scored: " + ", ".join(
+            f"{l} {r.extra['pairs']:,}" if r.value is not None and r.extra.get("pairs") is not None else f"{l} ?"
+            for l, r in scored.items()))
     paper_avg = {tag: row["avg"] for tag, row in pos["rows"].items()}
     table.findings += [check("Open-class words align better than closed-class words.", open_beats_closed, ours,
                              paper_avg),
