@@ -43,11 +43,12 @@ LIU_ALL          := en $(LIU_LANGS)
 LF               := $(W)/liu-fig
 UD_POS           := $(XLT_DATA)/ud/en_ewt/en_ewt-ud-train.conllu
 # The settings records (Makefile: `setting`) are written when make parses a goal of this file: a
-# pattern rule's prerequisites are looked up before secondary expansion could write them.
+# pattern rule's prerequisites are looked up before secondary expansion could write them. liu-align
+# names the pair set too (pairs=common, below): a run scored before every model shared one is re-scored.
 LIU_SET := $(W)/settings/liu
 ifneq ($(filter reproduce-liu-figures reproduce-all $(W)/liu-fig/% $(W)/report/liu-%,$(MAKECMDGOALS)),)
 LIU_SETTINGS := $(call setting,liu-langs,$(LIU_LANGS)) $(call setting,liu-sizes,$(LIU_SIZES)) \
-                $(call setting,liu-align,$(LIU_DICT) $(LIU_ALIGN_ARGS))
+                $(call setting,liu-align,$(LIU_DICT) $(LIU_ALIGN_ARGS) pairs=common)
 endif
 # the size of a stem <N>/text/<L> (after the rule's "n"): 4000
 liu_n = $(firstword $(subst /, ,$(1)))
