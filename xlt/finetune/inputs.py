@@ -2,8 +2,11 @@
 
 * :func:`example_order` -- the order of one pass over the examples the runner hands over
   (permuted by the runner's generator when ``shuffle``, so a resumed run replays it).
-* :func:`pad_rows` -- right-padding label rows to the longest row (model inputs are padded by
-  :func:`~xlt.pretrain.pretrained.pad_inputs`).
+* :func:`model_input`, :func:`pad_model_inputs`, :func:`special_positions` -- the input layout of the
+  model behind a text pipeline: xlt's ``</s> a </s> [b </s>]`` padded with ``<pad>``, or a pipeline's
+  own (a Hugging Face model's ``[CLS] a [SEP] b [SEP]``, :class:`xlt.finetune.hf.HFText`). Tasks build
+  inputs through these, never with xlt's ids directly, so every task runs on every kind of model.
+* :func:`pad_rows` -- right-padding label rows to the longest row.
 * :class:`EncodingMemo` -- tokenization (Moses + BPE) costs ~50 µs per CoNLL word on CPU, i.e.
   seconds per epoch of WikiANN or UD English; the memo keeps each example's encoding per text
   pipeline, so only the first pass pays for it.
@@ -20,7 +23,9 @@ from typing import Any, Callable, Optional, Sequence, TypeVar
 import torch
 from torch import Tensor
 
-from xlt.pretrain.pretrained import TextPipeline
+from xlt.pretrain.pretrained import TextPipeline, pad_inputs
+from xlt.pretrain.pretrained import model_input as xlt_model_input
+from xlt.text.vocab import PAD_ID
 from xlt.utils.errors import XltError
 from xlt.utils.typed import conform
 
@@ -34,6 +39,26 @@ def example_order(n: int, shuffle: bool, generator: Optional[torch.Generator]) -
     if not shuffle:
         return list(range(n))
     return torch.randperm(n, generator=generator).tolist()
+
+
+def model_input(text: Any, *segments: Sequence[int]) -> list[int]:
+    """Content ids of one or two segments -> the input of the model ``text`` belongs to. One special
+    token always comes first (the "first token" sentence classifiers read; word ``i`` of a single
+    segment starts at position ``1 + offset``)."""
+    own = getattr(text, "model_input", None)
+    return own(*segments) if own is not None else xlt_model_input(*segments)
+
+
+def special_positions(text: Any, segments: int) -> int:
+    """How many special tokens :func:`model_input` adds around ``segments`` segments (xlt: one more than
+    the segments; XLM-R's pair: four)."""
+    own = getattr(text, "special_positions", None)
+    return own(segments) if own is not None else segments + 1
+
+
+def pad_model_inputs(text: Any, rows: Sequence[Sequence[int]]) -> tuple[Tensor, Optional[Tensor]]:
+    """Model inputs -> (ids [B,T] right-padded with the model's pad id, padding mask or None)."""
+    return pad_inputs(rows, pad_id=getattr(text, "pad_id", PAD_ID))
 
 
 def pad_rows(rows: Sequence[Sequence[int]], value: int) -> Tensor:

@@ -23,11 +23,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from xlt.finetune.inputs import IGNORE, EncodingMemo, example_order, pad_rows, settings_from
+from xlt.finetune.inputs import (IGNORE, EncodingMemo, example_order, model_input, pad_model_inputs, pad_rows,
+                                  settings_from, special_positions)
 from xlt.finetune.metrics import F1_MODES, postprocess_tags, span_f1, tag_type
 from xlt.finetune.predictions import write_tagged
 from xlt.finetune.task import Batch, LinearHead, Task
-from xlt.pretrain.pretrained import TextPipeline, model_input, pad_inputs
+from xlt.pretrain.pretrained import TextPipeline
 from xlt.utils.errors import XltError
 from xlt.utils.textio import read_numbered_lines
 
@@ -273,7 +274,7 @@ class NERTask(Task):
         """
         self.check(examples, labels)
         tag_id = {t: i for i, t in enumerate(labels)}
-        budget = max_len - 2
+        budget = max_len - special_positions(text, 1)
         rows: list[tuple[int, list[int], list[int], list[int], list[int]]] = []
         for i in example_order(len(examples), shuffle, generator):
             sentence = examples[i]
@@ -282,20 +283,20 @@ class NERTask(Task):
             for window in plan_windows(lengths, budget, self.settings.window_owner):
                 row_ids, position = [], {}
                 for w in range(window.first, window.end):
-                    position[w] = 1 + len(row_ids)          # 1: after the opening </s>
+                    position[w] = 1 + len(row_ids)          # 1: after the opening special token
                     row_ids.extend(ids[starts[w]:starts[w] + min(lengths[w], budget)])
-                rows.append((i, model_input(row_ids), [position[w] for w in window.owned], list(window.owned),
+                rows.append((i, model_input(text, row_ids), [position[w] for w in window.owned], list(window.owned),
                              [tag_id[sentence.tags[w]] for w in window.owned]))
             while len(rows) >= batch_size:
-                yield self._batch(rows[:batch_size])
+                yield self._batch(text, rows[:batch_size])
                 rows = rows[batch_size:]
         if rows:
-            yield self._batch(rows)
+            yield self._batch(text, rows)
 
     @staticmethod
-    def _batch(rows: list) -> Batch:
+    def _batch(text: TextPipeline, rows: list) -> Batch:
         example_ids, inputs, positions, words, tags = zip(*rows)
-        input_ids, padding_mask = pad_inputs(inputs)
+        input_ids, padding_mask = pad_model_inputs(text, inputs)
         return Batch(input_ids, padding_mask, list(example_ids),
                      {"word_positions": pad_rows(positions, 0), "word_index": pad_rows(words, -1),
                       "tags": pad_rows(tags, IGNORE)})

@@ -4,9 +4,10 @@ Data: CoNLL-U (UD v2.3 in the paper). Multiword-token ranges (``1-2``) and empty
 are skipped: the parser sees the syntactic words and their basic tree (HEAD, DEPREL).
 
 Model (Dozat & Manning 2017, as configured in crosslingual-nlp): node 0 (ROOT) is the encoder state
-at position 0 -- the ``</s>`` that opens every input -- and word i is its first subword's state.
-Arc MLPs (512) and relation MLPs (128) with ELU and dropout 0.33; arc scores are biaffine
-(``[dep; 1]^T W head``, [B, n+1, n+1], rows are dependents), relation scores bilinear plus linear
+at position 0 -- the special token that opens every input (xlt's ``</s>``, BERT's ``[CLS]``) -- and
+word i is its first subword's state. Arc MLPs (512) and relation MLPs (128) with ELU and dropout
+0.33; arc scores are biaffine (``[dep; 1]^T W head``, [B, n+1, n+1], rows are dependents), relation
+scores bilinear plus linear
 (``dep^T U_r head + V_r [dep; head] + b_r``). Loss: cross-entropy over each word's head plus
 cross-entropy over the relations of its gold head. Decoding: a maximum spanning tree of the arc
 log-probabilities with exactly one root child (:mod:`xlt.finetune.mst`), then each word's best
@@ -26,12 +27,13 @@ import torch.nn.functional as F
 from conllu.parser import DEFAULT_FIELD_PARSERS, ParseException
 from torch import Tensor, nn
 
-from xlt.finetune.inputs import IGNORE, EncodingMemo, example_order, pad_rows, settings_from
+from xlt.finetune.inputs import (IGNORE, EncodingMemo, example_order, model_input, pad_model_inputs, pad_rows,
+                                  settings_from, special_positions)
 from xlt.finetune.metrics import attachment_scores, strip_subtype
 from xlt.finetune.mst import decode_tree
 from xlt.finetune.predictions import write_conllu
 from xlt.finetune.task import Batch, Task, TaskHead
-from xlt.pretrain.pretrained import TextPipeline, model_input, pad_inputs
+from xlt.pretrain.pretrained import TextPipeline
 from xlt.utils.errors import XltError
 from xlt.utils.log import info
 from xlt.utils.textio import read_numbered_lines
@@ -232,7 +234,7 @@ class ParseTask(Task):
         ``heads`` [B,n] (gold head node, -100 at pads and where the head did not fit),
         ``relations`` [B,n] (label id, -100 where the head is ignored or the relation is unknown).
         """
-        budget = max_len - 2
+        budget = max_len - special_positions(text, 1)
         if budget < 1:
             raise XltError(f"max_len={max_len} leaves no room for a word")
         relation_id = {r: i for i, r in enumerate(labels)}
@@ -257,13 +259,13 @@ class ParseTask(Task):
                 if n < len(tree.words):
                     cut_sentences += 1
                     cut_words += len(tree.words) - n
-                inputs.append(model_input(row))
+                inputs.append(model_input(text, row))
                 positions.append(kept_positions)
                 gold = [h if h <= n else IGNORE for h in tree.heads[:n]]
                 heads.append(gold)
                 relations.append([relation_id.get(self.relation(r), IGNORE) if h != IGNORE else IGNORE
                                   for r, h in zip(tree.relations[:n], gold)])
-            input_ids, padding_mask = pad_inputs(inputs)
+            input_ids, padding_mask = pad_model_inputs(text, inputs)
             yield Batch(input_ids, padding_mask, chosen,
                         {"word_positions": pad_rows(positions, 0), "n_words": torch.tensor([len(p) for p in positions]),
                          "heads": pad_rows(heads, IGNORE), "relations": pad_rows(relations, IGNORE)})

@@ -34,6 +34,7 @@ import torch
 from xlt.finetune import selection
 from xlt.finetune.config import DATA_LAYOUT, FinetuneConfig, RunSettings, default_path
 from xlt.finetune.evaluations import evaluations, short_hash
+from xlt.finetune.hf import HFRun, is_hf_model
 from xlt.finetune.static import StaticRun, coverage_markdown, is_static
 from xlt.finetune.ordering import ExampleSizes, evaluation_order, example_sizes, ordered_batches
 from xlt.finetune.task import Batch, Task
@@ -104,8 +105,13 @@ class Experiment:
         self.cfg = cfg
         self.task = resolve_task(cfg.task, cfg.task_settings)
         self.source = cfg.source_language()
+        # What results.json and the log name the model by: hf:NAME as it is, a path made absolute.
+        self.model_source = os.path.abspath(cfg.model)
         if is_static(cfg.model):
             self.pretrained, self.model_identity = self._load_static(cfg)
+        elif is_hf_model(cfg.model):
+            self.pretrained, self.model_identity = self._load_hf(cfg)
+            self.model_source = self.pretrained.source
         else:
             self.pretrained, self.model_identity = self._load_run(cfg)
         languages = self.pretrained.languages
@@ -153,6 +159,19 @@ class Experiment:
         if cfg.task == "xnli" and "pooling" not in cfg.task_settings:
             cfg.task_settings = {**cfg.task_settings, "pooling": "pair-max"}
             self.task = resolve_task(cfg.task, cfg.task_settings)
+        return run, run.identity()
+
+    def _load_hf(self, cfg: FinetuneConfig) -> tuple[HFRun, dict[str, Any]]:
+        # Refused before anything loads: options a transformers encoder cannot honour.
+        if cfg.task == "xnli" and cfg.task_settings.get("pooling") == "pair-max":
+            raise XltError("xnli pooling pair-max reads xlt's </s>-delimited segments; with a transformers "
+                           "model use pooling first or mean", cfg.model)
+        run = HFRun.load(cfg.model, cfg.checkpoint)
+        if cfg.lang_embedding_at_test == "source" and not run.languages:
+            raise XltError("--lang-embedding-at-test source: this model has no language embeddings (it would "
+                           "change nothing)", run.source)
+        if cfg.task == "xnli":
+            run.text_model.pair_special_count()   # a tokenizer without a pair layout fails now, not in a run
         return run, run.identity()
 
     # ---- inputs ---------------------------------------------------------------------------------
@@ -306,8 +325,8 @@ def finetune(cfg: FinetuneConfig, on_epoch_end: Optional[Callable[[dict[str, Any
     os.makedirs(exp.runs_dir, exist_ok=True)
     grid = list(cfg.grid())
     metric = exp.task.main_metric
-    log.info(f"{cfg.task}: {len(grid)} run(s), source {exp.source}, targets {', '.join(exp.targets)}, "
-             f"device {exp.device}")
+    log.info(f"{cfg.task}: {len(grid)} run(s), model {exp.model_source}, source {exp.source}, "
+             f"targets {', '.join(exp.targets)}, device {exp.device}")
     records = []
     for i, settings in enumerate(grid, 1):
         record = exp.run_one(settings, on_epoch_end)
@@ -315,7 +334,7 @@ def finetune(cfg: FinetuneConfig, on_epoch_end: Optional[Callable[[dict[str, Any
         log.info(f"[{i}/{len(grid)}] " + describe(record, metric, exp.source, exp.targets))
     counts = {status: sum(r["status"] == status for r in records) for status in ("done", "busy", "failed")}
     summary = selection.summarize(records, metric, exp.source, exp.targets)
-    results = {"format": RESULTS_FORMAT, "task": cfg.task, "model": os.path.abspath(cfg.model),
+    results = {"format": RESULTS_FORMAT, "task": cfg.task, "model": exp.model_source,
                "model_identity": exp.model_identity, "source": exp.source, "targets": exp.targets,
                "complete": counts["done"] == len(grid), "counts": counts,
                "data": {f"{s.split}_{s.lang}": {"path": s.path, "sha256": s.sha256} for s in exp.splits.values()},

@@ -64,13 +64,19 @@ class FinetuneModel(nn.Module):
 
 
 def frozen_parameter_names(encoder: Encoder, freeze_bottom: int) -> set[str]:
-    """Every language-specific parameter, plus the embeddings and layers 1..K when ``freeze_bottom = K``."""
+    """Every language-specific parameter, plus the embeddings and layers 1..K when ``freeze_bottom = K``.
+
+    An encoder that names its modules otherwise (a transformers model, :class:`xlt.finetune.hf.HFEncoder`)
+    says which names are its bottom through ``bottom_prefixes(K)``."""
     n_layers = encoder.config.n_layers
     if freeze_bottom > n_layers:
         raise XltError(f"--freeze-bottom {freeze_bottom}: the model has only {n_layers} layers")
     frozen = {name for name, _ in encoder.language_specific_parameters()}
     if freeze_bottom > 0:
-        bottom = EMBEDDING_PREFIXES + tuple(f"layers.{i}." for i in range(freeze_bottom))
+        if hasattr(encoder, "bottom_prefixes"):
+            bottom = tuple(encoder.bottom_prefixes(freeze_bottom))
+        else:
+            bottom = EMBEDDING_PREFIXES + tuple(f"layers.{i}." for i in range(freeze_bottom))
         frozen |= {name for name, _ in encoder.named_parameters() if name.startswith(bottom)}
     return frozen
 
@@ -104,7 +110,7 @@ class SourceData:
     """What every run of a command shares: the task, the model, the source splits."""
 
     task: Task
-    pretrained: PretrainedRun
+    pretrained: PretrainedRun  # or a StaticRun or HFRun: whatever the runner loaded (its .model.encoder is copied)
     labels: list[str]
     source: str
     text: TextPipeline  # the source's pipeline, one object for the whole command (tasks memoize per pipeline)

@@ -3,8 +3,8 @@
 Data: one pair per line, ``premise<TAB>hypothesis<TAB>label``, no header: the English training
 file ``data/nli/mnli/mnli_20k.tsv`` and ``data/xnli/{dev,test}-LANG.tsv``.
 
-Input: ``</s> premise </s> hypothesis </s>`` (:func:`~xlt.pretrain.pretrained.model_input`), cut
-to ``max_len`` by dropping the last subword of the longer segment (the hypothesis on a tie) until
+Input: ``</s> premise </s> hypothesis </s>`` (:func:`~xlt.finetune.inputs.model_input`; a Hugging Face
+model's own pair layout, e.g. ``[CLS] premise [SEP] hypothesis [SEP]``), cut to ``max_len`` by dropping the last subword of the longer segment (the hypothesis on a tie) until
 it fits. Head: the state at position 0 (the "first token", XLM's; or the mean of the input's states,
 ``pooling mean``) -> dropout -> linear softmax classifier; or, ``pooling pair-max`` (the XNLI paper's
 BiLSTM-max baseline, the default with ``--model static:FILE``), u and v max-pooled over the premise's
@@ -21,17 +21,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from xlt.finetune.inputs import EncodingMemo, example_order, settings_from
+from xlt.finetune.inputs import EncodingMemo, example_order, model_input, pad_model_inputs, settings_from, special_positions
 from xlt.finetune.metrics import accuracy
 from xlt.finetune.predictions import write_labels
 from xlt.finetune.task import Batch, LinearHead, Task, TaskHead
 from xlt.model.bilstm import PairMaxHead
-from xlt.pretrain.pretrained import TextPipeline, model_input, pad_inputs
+from xlt.pretrain.pretrained import TextPipeline
 from xlt.utils.errors import XltError
 from xlt.utils.textio import read_numbered_lines
 
 NLI_LABELS = ("entailment", "neutral", "contradiction")
-SPECIAL_POSITIONS = 3      # the three </s> of a pair input
 
 
 @dataclass(eq=False)   # identity hashing: examples are keys of the encoding memo
@@ -67,7 +66,7 @@ def truncate_pair(a: list[int], b: list[int], budget: int) -> tuple[list[int], l
     if excess <= 0:
         return a, b
     if budget < 2:
-        raise XltError(f"max_len must leave room for one subword per segment, got {budget + SPECIAL_POSITIONS}")
+        raise XltError(f"max_len leaves {max(budget, 0)} subword(s) for a pair after its special tokens; each segment needs one")
     # Longest-first, one subword at a time, in closed form: first even the lengths out, then cut both.
     na, nb = len(a), len(b)
     even = min(excess, abs(na - nb))
@@ -149,8 +148,8 @@ class XNLITask(Task):
             for i in chosen:
                 pair = examples[i]
                 a, b = self._memo.get(text, pair, lambda: text.encode_lines([pair.premise, pair.hypothesis]))
-                rows.append(model_input(*truncate_pair(a, b, max_len - SPECIAL_POSITIONS)))
-            input_ids, padding_mask = pad_inputs(rows)
+                rows.append(model_input(text, *truncate_pair(a, b, max_len - special_positions(text, 2))))
+            input_ids, padding_mask = pad_model_inputs(text, rows)
             gold = torch.tensor([label_id[examples[i].label] for i in chosen], dtype=torch.long)
             yield Batch(input_ids, padding_mask, chosen, {"label": gold})
 

@@ -70,6 +70,7 @@ class HFTextModel:
         # XLM's tokenizer runs Moses with the language's rules: it takes lang= (no other tokenizer does).
         self.tokenizer_takes_lang = hasattr(tokenizer, "moses_tokenize")
         self._around: Optional[tuple[list[int], list[int]]] = None
+        self._pair: Optional[tuple[list[int], list[int], list[int]]] = None
         # WordPiece's decoder glues punctuation to the word before it ("garden."): keep every token a
         # word of its own, as the references that decoded output is scored against are segmented.
         decoder = getattr(getattr(tokenizer, "backend_tokenizer", None), "decoder", None)
@@ -206,6 +207,31 @@ class HFTextModel:
         before, after = self._specials()
         return before + list(ids) + after
 
+    def _pair_specials(self) -> tuple[list[int], list[int], list[int]]:
+        """The ids the tokenizer puts before, between and after a sentence pair, read off a sample pair as
+        :meth:`_specials` reads one sentence's: ``[CLS] a [SEP] b [SEP]`` (BERT), ``<s> a </s></s> b </s>``
+        (XLM-R). One special before, as for one sentence: a pair classifier reads position 0."""
+        if self._pair is None:
+            a, b = (list(self.tokenizer(w, add_special_tokens=False)["input_ids"]) for w in ("a", "b"))
+            full = list(self.tokenizer("a", "b")["input_ids"])
+            before = self._specials()[0]
+            start = len(before)
+            rest = full[start + len(a):]
+            cut = next((k for k in range(len(rest) - len(b) + 1) if rest[k:k + len(b)] == b), None)
+            if full[:start] != before or full[start:start + len(a)] != a or cut is None or not rest[cut + len(b):]:
+                raise XltError(f"the {type(self.tokenizer).__name__} does not lay a sentence pair out as "
+                               f"SPECIAL a SEPARATOR b END; xlt's pair tasks need that layout", self.source)
+            self._pair = (before, rest[:cut], rest[cut + len(b):])
+        return self._pair
+
+    def wrap_pair(self, a: Sequence[int], b: Sequence[int]) -> list[int]:
+        """Content ids of two segments -> the model's own pair input (what ``tokenizer(a, b)`` gives)."""
+        before, between, after = self._pair_specials()
+        return before + list(a) + between + list(b) + after
+
+    def pair_special_count(self) -> int:
+        return sum(len(part) for part in self._pair_specials())
+
     def words(self, lang: str, ids: Sequence[int]) -> list[str]:
         kept = [int(i) for i in ids if i not in self.special_ids]
         # No clean-up: "garden ." stays two words, as the reference (same path) does.
@@ -243,14 +269,7 @@ class HFTextModel:
         return tuple(out.hidden_states)
 
     def _layer_outputs(self) -> list[nn.Module]:
-        """The modules whose outputs are layers 0..n_layers (what a shift is added to)."""
-        base = self.base
-        if hasattr(base, "embeddings") and hasattr(getattr(base, "encoder", None), "layer"):
-            return [base.embeddings, *base.encoder.layer]  # BERT, RoBERTa, XLM-R, ELECTRA ...
-        if hasattr(base, "layer_norm_emb") and hasattr(base, "layer_norm2"):
-            return [base.layer_norm_emb, *base.layer_norm2]  # XLM: post-LN, a layer ends at its second LayerNorm
-        raise XltError(f"shift decoding does not know where the layers of a {self.config.model_type} model end",
-                       self.source)
+        return layer_output_modules(self.base, self.source)
 
     def _head(self) -> Callable[[Tensor], Tensor]:
         heads = [m for m in self.model.children() if m is not self.base]
@@ -287,3 +306,13 @@ class HFTextModel:
             best = [head(flat[s:s + HEAD_CHUNK]).argmax(-1) for s in range(0, flat.shape[0], HEAD_CHUNK)]
             out.append(torch.cat(best).view(ids.shape).cpu())
         return out
+
+
+def layer_output_modules(base: nn.Module, source: str) -> list[nn.Module]:
+    """The modules whose outputs are layers 0..n_layers of a transformers encoder (where a shift is added,
+    and where fine-tuning's test-time layer hooks act)."""
+    if hasattr(base, "embeddings") and hasattr(getattr(base, "encoder", None), "layer"):
+        return [base.embeddings, *base.encoder.layer]  # BERT, RoBERTa, XLM-R, ELECTRA ...
+    if hasattr(base, "layer_norm_emb") and hasattr(base, "layer_norm2"):
+        return [base.layer_norm_emb, *base.layer_norm2]  # XLM: post-LN, a layer ends at its second LayerNorm
+    raise XltError(f"xlt does not know where the layers of a {base.config.model_type} model end", source)
