@@ -46,7 +46,7 @@ def _task_value(text: str) -> Any:
 
 @click.command()
 @click.argument("task")
-@click.option("--model", required=True, type=click.Path(), metavar="DIR", help=_help("model"))
+@click.option("--model", required=True, metavar="MODEL", help=_help("model"))
 @click.option("-o", "--output", required=True, type=click.Path(file_okay=False), metavar="DIR", help=_help("output"))
 @click.option("--config", "config_file", type=click.Path(), default=None, metavar="FILE",
               help="JSON or TOML file of the options below (names with dashes or underscores; lists for the "
@@ -91,6 +91,9 @@ def finetune(task: str, config_file: str | None, targets, eval_, task_settings, 
     Example (the XNLI paper's BiLSTM-max baseline on frozen static vectors, Liu et al.'s comparison):
       xlt finetune xnli --model static:w2v.txt --codes codes -o results/xnli.w2v \\
           --eval fr data/xnli/dev-fr.tsv data/xnli/test-fr.tsv --batch-size 64 --encoder-lr 1e-3 --head-lr 1e-3
+    \b
+    Example (NER on multilingual BERT from the hub cache, its own WordPiece and [CLS] x [SEP] inputs):
+      xlt finetune ner --model hf:bert-base-multilingual-cased -o results/ner.mbert --target ru
     \b
     Example (test-time mean-difference shift at layer 6, weight chosen per target on its dev set):
       xlt finetune xnli --model runs/en-fr -o results/xnli.mds --freeze-bottom 6 \\

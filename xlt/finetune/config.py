@@ -108,13 +108,15 @@ class FinetuneConfig:
 
     task: str = help_field(
         "task name (xnli, ner, parse) or a plugin 'module:Class' implementing xlt.finetune.task.Task")
-    model: str = help_field("pretrained run directory (xlt pretrain --run-dir), or static:FILE: frozen word vectors "
-                            "(word2vec text format) under a BiLSTM-max encoder, the XNLI paper's baseline",
-                            metavar="RUN_DIR")
+    model: str = help_field("pretrained run directory (xlt pretrain --run-dir); a transformers model directory or "
+                            "hf:NAME (its own tokenizer and input layout, fine-tuned whole; docs/hf.md); or "
+                            "static:FILE: frozen word vectors (word2vec text format) under a BiLSTM-max encoder, "
+                            "the XNLI paper's baseline", metavar="MODEL")
     output: str = help_field("results directory: results.json, summary.md and runs/<hash>/ per run", metavar="DIR")
     checkpoint: str = help_field("which pretrained checkpoint to start from: best (dev perplexity), last, or "
                                  "untrained (the run's architecture and vocabulary, freshly initialised: the "
-                                 "no-pretraining control)", default="best")
+                                 "no-pretraining control); a transformers model: best (its weights) or untrained "
+                                 "(its config under its own initialisation)", default="best")
     source: Optional[str] = help_field("source (training) language; default: the language of --train/--dev, else en",
                                        default=None, metavar="LANG")
     train: Optional[tuple[str, str]] = help_field("source language and its training file (default: the task's layout "

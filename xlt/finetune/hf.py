@@ -67,6 +67,30 @@ class EncoderOutput:
     last_hidden_state: Tensor   # [B,T,D]
 
 
+def segment_ids(ids: Tensor, sep_id: int, padding_mask: Optional[Tensor] = None) -> Tensor:
+    """BERT's token type ids for ids [B,T]: 0 up to and including the first separator, 1 after it (a
+    pair's second segment and its closing separator; nothing in a single segment), 0 at pads."""
+    sep = (ids == sep_id).long()
+    types = ((sep.cumsum(1) - sep) > 0).long()
+    return types if padding_mask is None else types.masked_fill(padding_mask, 0)
+
+
+def _segment_separator(text_model: HFTextModel) -> Optional[int]:
+    """The separator id when the model's tokenizer gives a pair's segments their own type ids (BERT),
+    else None (XLM-R's tokenizer gives zeros, whatever its config's ``type_vocab_size``). The rule of
+    :func:`segment_ids` is checked against the tokenizer's own output on a sample pair."""
+    tok = text_model.tokenizer
+    sample = tok("a", "b", return_token_type_ids=True)
+    types = list(sample.get("token_type_ids") or [])
+    if not any(types):
+        return None
+    sep = tok.sep_token_id
+    if sep is None or segment_ids(torch.tensor([sample["input_ids"]]), sep)[0].tolist() != types:
+        raise XltError(f"the {type(tok).__name__} gives a pair's segments type ids xlt cannot reproduce from the "
+                       f"ids alone", text_model.source)
+    return sep
+
+
 def _layer_hook(hook: LayerHook, number: int):
     def apply(module: nn.Module, inputs: Any, output: Any) -> Any:
         if isinstance(output, tuple):   # some layers return (hidden, attentions ...)
@@ -103,20 +127,13 @@ class HFEncoder(nn.Module):
         raise XltError(f"--freeze-bottom: xlt does not know the layers of a {base.config.model_type} model",
                        self.source)
 
-    def _segments(self, ids: Tensor, padding_mask: Optional[Tensor]) -> Tensor:
-        """BERT's token type ids: 0 up to and including the first separator, 1 after it (a pair's second
-        segment and its closing separator; nothing in a single segment), 0 at pads."""
-        sep = (ids == self.segment_sep).long()
-        types = ((sep.cumsum(1) - sep) > 0).long()
-        return types if padding_mask is None else types.masked_fill(padding_mask, 0)
-
     def forward(self, ids: Tensor, lang: str, padding_mask: Optional[Tensor] = None,
                 layer_hook: Optional[LayerHook] = None, lang_embedding: Optional[str] = None) -> EncoderOutput:
         inputs: dict[str, Tensor] = {"input_ids": ids}
         if padding_mask is not None:
             inputs["attention_mask"] = (~padding_mask).long()
         if self.segment_sep is not None:
-            inputs["token_type_ids"] = self._segments(ids, padding_mask)
+            inputs["token_type_ids"] = segment_ids(ids, self.segment_sep, padding_mask)
         if self.lang2id:
             inputs["langs"] = torch.full_like(ids, self.lang2id[lang_embedding or lang])
         handles = []
@@ -217,9 +234,7 @@ class HFRun:
             base.pooler = None   # next-sentence pretraining's head: no task reads it, so it would never train
         config = HFEncoderConfig(text_model.d_model, text_model.n_layers, text_model.max_positions)
         lang2id = text_model.lang2id if text_model.uses_lang_emb else {}
-        uses_segments = int(getattr(text_model.config, "type_vocab_size", 0) or 0) > 1
-        sep = getattr(text_model.tokenizer, "sep_token_id", None) if uses_segments else None
-        encoder = HFEncoder(base, config, lang2id, sep, text_model.source)
+        encoder = HFEncoder(base, config, lang2id, _segment_separator(text_model), text_model.source)
         return cls(text_model, _Model(encoder), config, list(lang2id), checkpoint, weights)
 
     @property
