@@ -39,6 +39,7 @@ from xlt.finetune.static import StaticRun, coverage_markdown, is_static
 from xlt.finetune.ordering import ExampleSizes, evaluation_order, example_sizes, ordered_batches
 from xlt.finetune.task import Batch, Task
 from xlt.finetune.trainer import RunTrainer, SourceData
+from xlt.model.hf import layer_output_modules
 from xlt.model.interventions import LayerMap, TargetShift, load_map, load_shift
 from xlt.pretrain.pretrained import PretrainedRun
 from xlt.utils import log
@@ -162,7 +163,7 @@ class Experiment:
         return run, run.identity()
 
     def _load_hf(self, cfg: FinetuneConfig) -> tuple[HFRun, dict[str, Any]]:
-        # Refused before anything loads: options a transformers encoder cannot honour.
+        # Options a transformers encoder cannot honour are refused here, before any run.
         if cfg.task == "xnli" and cfg.task_settings.get("pooling") == "pair-max":
             raise XltError("xnli pooling pair-max reads xlt's </s>-delimited segments; with a transformers "
                            "model use pooling first or mean", cfg.model)
@@ -170,8 +171,13 @@ class Experiment:
         if cfg.lang_embedding_at_test == "source" and not run.languages:
             raise XltError("--lang-embedding-at-test source: this model has no language embeddings (it would "
                            "change nothing)", run.source)
+        # An architecture whose layers xlt cannot name fails now, not in every run after its training.
         if cfg.task == "xnli":
-            run.text_model.pair_special_count()   # a tokenizer without a pair layout fails now, not in a run
+            run.text_model.pair_special_count()
+        if cfg.freeze_bottom:
+            run.model.encoder.bottom_prefixes(cfg.freeze_bottom)
+        if cfg.map_dir or cfg.shift:
+            layer_output_modules(run.model.encoder.model, run.source)
         return run, run.identity()
 
     # ---- inputs ---------------------------------------------------------------------------------
