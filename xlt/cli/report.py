@@ -137,9 +137,11 @@ def liu_table2(results_dir: str, bleu_layer, cr_layer, langs: str, paper_numbers
 
 @report.command("liu-table4", short_help="Liu et al. 2020 Table 4 (XNLI with MDS).")
 @click.option("--results-dir", required=True, type=click.Path(exists=True, file_okay=False), metavar="DIR",
-              help="RESULTS_DIR/en-<lang>/xnli-mds/results.json (bottom frozen, with --shift).")
-@click.option("--table1-dir", required=True, type=click.Path(exists=True, file_okay=False), metavar="DIR",
-              help="Table 1 results: its Default XNLI cells are the 'fine-tune all layers' row.")
+              help="RESULTS_DIR/en-<lang>/xnli-mds/results.json (bottom frozen, with --shift); or, one model "
+                   "for every target (make ... MODEL=), RESULTS_DIR/xnli-mds/ and RESULTS_DIR/xnli-all/.")
+@click.option("--table1-dir", default=None, type=click.Path(exists=True, file_okay=False), metavar="DIR",
+              help="Table 1 results: its Default XNLI cells are the 'fine-tune all layers' row (one model per "
+                   "pair; not read when RESULTS_DIR/xnli-mds/results.json is there).")
 @click.option("--langs", metavar="LANG,...", default="fr,ru,zh", show_default=True, help=LANGS_HELP)
 @_common
 def liu_table4(results_dir: str, table1_dir: str, langs: str, paper_numbers, output_dir: str) -> None:
@@ -148,6 +150,8 @@ def liu_table4(results_dir: str, table1_dir: str, langs: str, paper_numbers, out
     \b
     Example:
       xlt report liu-table4 --results-dir work/demo/liu --table1-dir work/demo/table1 -o work/demo/report
+      xlt report liu-table4 --results-dir work/demo/model/hf-bert-base-multilingual-cased/liu \\
+          -o work/demo/model/hf-bert-base-multilingual-cased/report
     """
     from xlt.report import liu, paper
 

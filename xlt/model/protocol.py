@@ -133,6 +133,28 @@ def model_kind(spec: str) -> str:
                    "(no config.json with a model_type)", spec)
 
 
+def model_depth(spec: str) -> int:
+    """Transformer layers of ``--model`` from its configuration alone, no weights loaded (the Makefile's
+    ``MODEL=`` places Liu et al.'s layers with it): an xlt run's ``config.json``, a transformers
+    config's ``num_hidden_layers`` (``hf:NAME`` through the hub or its cache)."""
+    if model_kind(spec) == "xlt":
+        path = os.path.join(spec, "config.json")
+        try:
+            with open(path, encoding="utf-8") as f:
+                return int(json.load(f)["config"]["model"]["n_layers"])
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise XltError(f"no layer count in the run's config.json ({type(err).__name__}: {err})", path) from None
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    try:
+        config = transformers.AutoConfig.from_pretrained(spec[len(HF_PREFIX):] if spec.startswith(HF_PREFIX) else spec)
+        return int(config.num_hidden_layers)
+    except (OSError, ValueError, AttributeError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise XltError(f"cannot read the model's config ({first})", spec) from None
+
+
 def load_text_model(spec: str, checkpoint: str = "best", device: str = "cpu") -> TextModel:
     """``--model`` -> a :class:`TextModel` on ``device`` in eval mode. ``checkpoint`` applies to xlt runs."""
     if model_kind(spec) == "xlt":

@@ -6,24 +6,39 @@ Table 4 (XNLI with the shift), from xlt's outputs, beside the paper's m-BERT num
   layers 11 (BLEU-1) and 10 (convert rate) of 12; by default xlt uses the same depth in its own
   model: one and two layers below the top of the sweep.
 * Table 4 reads ``RESULTS_DIR/en-<lang>/xnli-mds/results.json`` (bottom layers frozen, evaluated
-  plain and with ``--shift``) and, for "fine-tune all layers", the Table 1 Default XNLI results.
+  plain and with ``--shift``) and, for "fine-tune all layers", the Table 1 Default XNLI results -- or,
+  for one model studied with every target as the paper's m-BERT (``make ... MODEL=``), one
+  ``RESULTS_DIR/xnli-mds/results.json`` and one ``RESULTS_DIR/xnli-all/results.json`` for all targets.
+
+Each title names the model the table is about, as its result files record it (``run`` of a translation,
+``model`` of a fine-tuning: ``hf:NAME`` or an absolute directory); several models are listed under the table.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from typing import Optional, Sequence
+from typing import Iterable, Optional, Sequence
 
 from xlt.analysis.shift_table import RESULT_FORMAT as TRANSLATE_FORMAT, check_result
 from xlt.report import paper as paper_numbers
 from xlt.report.findings import Inconclusive, Verdict, check, decide
 from xlt.report.render import Cell, ReportTable
-from xlt.report.sources import finetune_score, load_json, results_of_format, shift_alphas
+from xlt.report.sources import Reading, finetune_score, load_json, results_of_format, shift_alphas
 from xlt.report.table1 import CHANCE, MIN_MARGIN, mean
 
 UNDEFINED_RATE = "undefined: every decoded token is in both languages' token sets (0/0)"
 ALPHAS = (1.0, 2.0, 3.0)
+
+
+def name_model(table: ReportTable, sources: Iterable[object]) -> None:
+    """Put the model(s) the results came from in the title (its first line) and, when several, in a remark."""
+    models = sorted({str(s) for s in sources if s})
+    if len(models) == 1:
+        table.title += f" (model: {models[0]})"
+    elif models:
+        table.title += f" ({len(models)} models, listed below)"
+        table.remarks.insert(0, "Models: " + "; ".join(models) + ".")
 
 
 def collect_translations(results_dir: str) -> dict[str, dict]:
@@ -86,9 +101,7 @@ def build_table2(results_dir: str, numbers: Optional[dict] = None, bleu_layer: O
         table.add_row(label, cells)
     table.remarks = ["The paper shifts m-BERT (12 layers); xlt's model has its own depth, so fixed rows use the "
                      "same relative depth (one and two layers below the top)."]
-    models = sorted({str(r["run"]) for r in found.values() if r.get("run")})  # an xlt run, or hf:NAME
-    if models:
-        table.remarks.insert(0, ("Model: " if len(models) == 1 else "Models: ") + "; ".join(models) + ".")
+    name_model(table, (r.get("run") for r in found.values()))  # an xlt run, or hf:NAME
     cr = {d: [v[f"cr{a:g}"] for a in ALPHAS] for d, v in ours.items()}
     paper_cr = {d: [v["convert_rate_layer10"][f"{a:g}"] for a in ALPHAS] for d, v in paper.items()}
     table.findings = [check("The convert rate rises with α in every direction (the shift moves decoding towards "
@@ -120,11 +133,35 @@ def mostly_converted(cr: dict) -> Verdict:
     return decide(all(v > 0.5 for v in at3.values()), ", ".join(f"{d} {v:.2f}" for d, v in at3.items()) + note)
 
 
-def build_table4(results_dir: str, table1_dir: str, languages: Sequence[str], numbers: Optional[dict] = None) -> ReportTable:
+def table4_paths(results_dir: str, table1_dir: Optional[str], languages: Sequence[str]) -> tuple[dict, dict, bool]:
+    """(frozen + shift results, all-layers results) per target, and whether one model serves every target.
+
+    One model (``RESULTS_DIR/xnli-mds/results.json`` is there): that file and ``RESULTS_DIR/xnli-all/``
+    for every target. Otherwise one model per pair: ``RESULTS_DIR/en-<L>/xnli-mds/`` and the Table 1
+    Default cells under ``table1_dir`` (without one, that row is a gap)."""
+    one = os.path.join(results_dir, "xnli-mds", "results.json")
+    if os.path.exists(one):
+        every = os.path.join(results_dir, "xnli-all", "results.json")
+        return {lang: one for lang in languages}, {lang: every for lang in languages}, True
+    mds = {lang: os.path.join(results_dir, f"en-{lang}", "xnli-mds", "results.json") for lang in languages}
+    every = {lang: table1_dir and os.path.join(table1_dir, "default", f"en-{lang}", "xnli", "results.json")
+             for lang in languages}
+    return mds, every, False
+
+
+NO_TABLE1 = "no --table1-dir given (its Default XNLI cells are this row)"
+
+
+def _score(path: Optional[str], lang: str, variant: str) -> Reading:
+    return finetune_score(path, lang, variant) if path else Reading(gap=NO_TABLE1)
+
+
+def build_table4(results_dir: str, table1_dir: Optional[str], languages: Sequence[str],
+                 numbers: Optional[dict] = None) -> ReportTable:
     data = numbers or paper_numbers.load()
     paper = data["liu2020_table4"]
-    mds_path = {lang: os.path.join(results_dir, f"en-{lang}", "xnli-mds", "results.json") for lang in languages}
-    all_path = {lang: os.path.join(table1_dir, "default", f"en-{lang}", "xnli", "results.json") for lang in languages}
+    mds_path, all_path, one_model = table4_paths(results_dir, table1_dir, languages)
+    loaded = [load_json(p)[0] for p in sorted({*mds_path.values(), *all_path.values()} - {None})]
     config = next((d.get("config", {}) for d in (load_json(p)[0] for p in mds_path.values()) if d), {})
     frozen = config.get("freeze_bottom")
     top_label = f"fine-tune above layer {frozen} (bottom frozen)" if frozen else "fine-tune the top layers"
@@ -139,7 +176,7 @@ def build_table4(results_dir: str, table1_dir: str, languages: Sequence[str], nu
     values: dict[str, dict[str, Optional[float]]] = {}
     for key, (paths, variant, paper_key, label) in rows.items():
         paper_row = paper["rows"][paper_key]
-        readings = {lang: finetune_score(paths[lang], lang, variant) for lang in languages}
+        readings = {lang: _score(paths[lang], lang, variant) for lang in languages}
         values[key] = {lang: r.value for lang, r in readings.items()}
         cells = [_english(paths, variant, languages, paper_row.get("en"))]
         cells += [Cell(value=r.value, paper=paper_row.get(lang), gap=r.gap, note=r.note) for lang, r in readings.items()]
@@ -156,8 +193,10 @@ def build_table4(results_dir: str, table1_dir: str, languages: Sequence[str], nu
         alpha_cells.append(Cell(value=r.value, paper=paper["shifting_weight"].get(lang), gap=r.gap, note=r.note,
                                 digits=2))
     table.add_row("shifting weight α (chosen on the target's dev set)", alpha_cells + [Cell(gap="not an average")])
-    table.remarks = ["The paper fine-tunes one m-BERT (12 layers; the last 6, shift after layer 6); xlt has one "
-                     "bilingual model per pair, frozen and shifted at the same relative depth."]
+    table.remarks = ["The paper fine-tunes one m-BERT (12 layers; the last 6, shift after layer 6); " + (
+        "here one model too, fine-tuned once per row with every target." if one_model else
+        "xlt has one bilingual model per pair, frozen and shifted at the same relative depth.")]
+    name_model(table, (d.get("model") for d in loaded if isinstance(d, dict)))
     paper_values = {key: {l: paper["rows"][pk].get(l) for l in languages} for key, (_, _, pk, _) in rows.items()}
     table.findings = [check("MDS improves zero-shot XNLI over the same fine-tuning without it for most targets (the "
                             "paper: 9 of 11 languages, not es and fr).", lambda v: mostly_improves(v, languages),
@@ -172,10 +211,12 @@ def _english(paths: dict[str, str], variant: str, languages: Sequence[str], pape
     """English (the source) test accuracy: one per pair's model, so their mean, noted."""
     if variant == "shift":
         return Cell(gap="the source language is not shifted", paper=paper)
-    scores = {lang: finetune_score(paths[lang], "en", variant).value for lang in languages}
+    scores = {lang: _score(paths[lang], "en", variant).value for lang in languages}
     present = [lang for lang, v in scores.items() if v is not None]
     if not present:
         return Cell(gap="no English score yet", paper=paper)
+    if len({paths[lang] for lang in present}) == 1:   # one model for every target: its one English score
+        return Cell(value=scores[present[0]], paper=paper)
     return Cell(value=mean([scores[l] for l in present]), paper=paper,
                 note=f"mean of the English test scores of the en-{', en-'.join(present)} models")
 
