@@ -13,12 +13,13 @@ metrics are reported without predictions.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
 from xlt.finetune.predictions import prediction_file
+from xlt.finetune.records import short_hash
+from xlt.finetune.runfiles import RunFiles
 from xlt.finetune.trainer import RunTrainer
 from xlt.model.encoder import LayerHook
 from xlt.utils import log
@@ -28,10 +29,22 @@ if TYPE_CHECKING:
     from xlt.finetune.runner import Experiment
 
 Evaluated = tuple[dict[str, float], Optional[str]]   # metrics, run-relative prediction file (None: none)
+Nested = dict[str, dict[str, dict[str, Any]]]        # variant ("plain", "map", "shift") -> lang -> split -> ...
 
 
-def short_hash(obj: Any, n: int = 12) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:n]
+@dataclass
+class RunEvaluations:
+    """Every evaluation a command asks of one run, as its record in results.json holds them."""
+
+    results: Nested        # ... -> the task's metrics
+    shift_alpha: dict[str, float]   # target -> the shift weight its own dev set chose
+    predictions: Optional[Nested]   # ... -> run-relative prediction file; None: none written (--no-predictions)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"results": self.results, "shift_alpha": self.shift_alpha}
+        if self.predictions is not None:
+            out["predictions"] = self.predictions
+        return out
 
 
 def _intact(run_dir: str, written: Optional[dict[str, str]], name: str) -> bool:
@@ -42,11 +55,11 @@ def _intact(run_dir: str, written: Optional[dict[str, str]], name: str) -> bool:
     return os.path.exists(path) and file_sha256(path) == written.get("sha256")
 
 
-def evaluations(exp: "Experiment", trainer: RunTrainer, compute: bool) -> Optional[dict[str, Any]]:
-    """Every evaluation this command asks of a finished run: ``{"results", "shift_alpha"}``, and
-    ``"predictions"`` (run-relative paths, nested as ``results``) when prediction files are written.
+def evaluations(exp: "Experiment", run: RunFiles, trainer: Optional[RunTrainer] = None) -> Optional[RunEvaluations]:
+    """Every evaluation this command asks of the finished run in ``run``, the missing ones computed
+    with ``trainer`` (its best model).
 
-    With ``compute=False`` nothing is computed: None as soon as one evaluation is missing.
+    Without a trainer nothing is computed: None as soon as one evaluation is missing.
     """
     cfg, task = exp.cfg, exp.task
     suffix = task.prediction_suffix if cfg.predictions else None
@@ -55,26 +68,26 @@ def evaluations(exp: "Experiment", trainer: RunTrainer, compute: bool) -> Option
     unwritable: list[str] = []
 
     def get(lang: str, split: str, variant: str, params: dict, hook: Optional[LayerHook]) -> Optional[Evaluated]:
-        s = exp.splits[split, lang]
+        s = exp.splits[lang, split]
         emb = lang if cfg.lang_embedding_at_test == "target" else exp.source
         key = {"lang": lang, "split": split, "data_sha256": s.sha256, "variant": variant, "params": params,
                "lang_embedding": emb}
-        path = os.path.join(trainer.run_dir, "eval", f"{lang}-{split}-{variant}-{short_hash(key)}.json")
+        path = run.path(os.path.join("eval", f"{lang}-{split}-{variant}-{short_hash(key)}.json"))
         name = None if suffix is None else prediction_file(lang, split, variant, params, suffix)
         if os.path.exists(path):
             cached = read_json(path)
-            if name is None or _intact(trainer.run_dir, cached.get("predictions"), name):
+            if name is None or _intact(run.dir, cached.get("predictions"), name):
                 return cached["metrics"], name
-            if not trainer.has_best_weights():   # nothing left to predict with: the metrics stand alone
+            if not run.has_best_weights():   # nothing left to predict with: the metrics stand alone
                 unwritable.append(name)
                 return cached["metrics"], None
-        if not compute:
+        if trainer is None:
             return None
         predictions = trainer.predict_batches(trainer.best_model(), exp.eval_batches(lang, split), lang, emb, hook)
         metrics = task.evaluate(s.examples, predictions, exp.labels)
         record = {**key, "path": s.path, "metrics": metrics}
         if name is not None:
-            target = os.path.join(trainer.run_dir, name)
+            target = run.path(name)
             os.makedirs(os.path.dirname(target), exist_ok=True)
             with atomic_output(target) as f:
                 task.write_predictions(s.examples, predictions, exp.labels, f)
@@ -94,7 +107,7 @@ def evaluations(exp: "Experiment", trainer: RunTrainer, compute: bool) -> Option
 
     for lang in [exp.source, *exp.targets]:
         for split in ("dev", "test"):
-            if (split, lang) in exp.splits and not put("plain", lang, split, get(lang, split, "plain", {}, None)):
+            if (lang, split) in exp.splits and not put("plain", lang, split, get(lang, split, "plain", {}, None)):
                 return None
     for lang, layer_map in exp.maps.items():
         params = {"layer": layer_map.layer, "map": layer_map.identity}
@@ -119,6 +132,6 @@ def evaluations(exp: "Experiment", trainer: RunTrainer, compute: bool) -> Option
         if not put("shift", lang, "test", get(lang, "test", "shift", params, shift.hook(alpha))):
             return None
     if unwritable:
-        log.info(f"{trainer.run_dir}: {len(unwritable)} prediction file(s) cannot be written, the run's weights "
+        log.info(f"{run.dir}: {len(unwritable)} prediction file(s) cannot be written, the run's weights "
                  "were not kept (--no-keep-weights); its metrics are reported without them")
-    return {"results": results, "shift_alpha": alphas, **({"predictions": files} if suffix is not None else {})}
+    return RunEvaluations(results, alphas, files if suffix is not None else None)

@@ -76,9 +76,13 @@ def segment_ids(ids: Tensor, sep_id: int, padding_mask: Optional[Tensor] = None)
 
 
 def _segment_separator(text_model: HFTextModel) -> Optional[int]:
-    """The separator id when the model's tokenizer gives a pair's segments their own type ids (BERT),
-    else None (XLM-R's tokenizer gives zeros, whatever its config's ``type_vocab_size``). The rule of
-    :func:`segment_ids` is checked against the tokenizer's own output on a sample pair."""
+    """The separator id when the model has a segment (token type) table and its tokenizer gives a pair's
+    segments their own type ids (BERT), else None: XLM-R's tokenizer gives zeros, whatever its config's
+    ``type_vocab_size``; XLM has no such table (its tokenizer's type ids would be added through the
+    word embeddings, ``</s> a </s> b </s>`` as ``0 0 0 1 1``: its models are trained with ``langs``
+    alone). The rule of :func:`segment_ids` is checked against the tokenizer's own output on a sample pair."""
+    if (getattr(text_model.config, "type_vocab_size", None) or 0) < 2:
+        return None
     tok = text_model.tokenizer
     sample = tok("a", "b", return_token_type_ids=True)
     types = list(sample.get("token_type_ids") or [])
@@ -129,6 +133,8 @@ class HFEncoder(nn.Module):
 
     def forward(self, ids: Tensor, lang: str, padding_mask: Optional[Tensor] = None,
                 layer_hook: Optional[LayerHook] = None, lang_embedding: Optional[str] = None) -> EncoderOutput:
+        """ids [B,T] (padding_mask [B,T], True at pads) -> last_hidden_state [B,T,D]; ``layer_hook(l,
+        hidden [B,T,D])`` replaces layer l's output (0: the embeddings) through a forward hook."""
         inputs: dict[str, Tensor] = {"input_ids": ids}
         if padding_mask is not None:
             inputs["attention_mask"] = (~padding_mask).long()

@@ -4,14 +4,16 @@
 for each grid point and seed:
 
 * names the run directory ``OUTPUT/runs/<settings>-<hash>`` from a hash of everything that decides
-  the trained model (model checkpoint and vocabulary checksums, task and its settings, source
-  language, train/dev checksums, labels, the run's :class:`~xlt.finetune.config.RunSettings`);
+  the trained model (:class:`~xlt.finetune.records.RunIdentity`: model checkpoint and vocabulary
+  checksums, task and its settings, source language, train/dev checksums, labels, the run's
+  :class:`~xlt.finetune.config.RunSettings`);
 * skips it when it is finished and every evaluation asked for is on disk (no model is loaded);
 * otherwise takes the run's lock (``exclusive_lock``, non-blocking): if another process holds it,
   the run is skipped with a message, so several processes (or GPUs, or overlapping cron jobs) can
-  work through one grid side by side; else it trains or resumes (:class:`~xlt.finetune.trainer.RunTrainer`)
-  and runs the evaluations that are missing: the source's dev/test, each target's dev/test through
-  its own language-specific parts, and the optional test-time map and shift variants.
+  work through one grid side by side; else it builds a :class:`~xlt.finetune.trainer.RunTrainer`
+  from the command's data and the run's settings, trains or resumes, and runs the evaluations that
+  are missing: the source's dev/test, each target's dev/test through its own language-specific
+  parts, and the optional test-time map and shift variants.
 
 Evaluations are cached one file each, keyed by language, split, data checksum, variant and its
 parameters, and the language-embedding id; so adding a target or a shift weight later only
@@ -33,10 +35,12 @@ import torch
 
 from xlt.finetune import selection
 from xlt.finetune.config import DATA_LAYOUT, FinetuneConfig, RunSettings, default_path
-from xlt.finetune.evaluations import evaluations, short_hash
+from xlt.finetune.evaluations import evaluations
 from xlt.finetune.hf import HFRun, is_hf_model
 from xlt.finetune.static import StaticRun, coverage_markdown, is_static
 from xlt.finetune.ordering import ExampleSizes, evaluation_order, example_sizes, ordered_batches
+from xlt.finetune.records import RunIdentity, RunRecord
+from xlt.finetune.runfiles import RunFiles
 from xlt.finetune.task import Batch, Task
 from xlt.finetune.trainer import RunTrainer, SourceData
 from xlt.model.hf import layer_output_modules
@@ -48,7 +52,6 @@ from xlt.utils.errors import XltError, require_file
 from xlt.utils.rundir import exclusive_lock, write_run_description
 from xlt.utils.textio import atomic_output, file_sha256, read_json, write_json
 
-RUN_FORMAT = "xlt-finetune-run/1"
 RESULTS_FORMAT = "xlt-finetune-results/1"
 EXIT_OK, EXIT_FAILED, EXIT_BUSY = 0, 1, 75  # 75 = EX_TEMPFAIL: runs held by another process, try later
 
@@ -81,11 +84,16 @@ def autocast_dtype(precision: str, device: torch.device) -> Optional[torch.dtype
 
 @dataclass
 class Split:
+    """One data file of the command, read and checksummed once; what is built from it (sizes, the
+    evaluation batches) is built on first use and shared by every run."""
+
     lang: str
     split: str
     path: str
     sha256: str
     examples: list
+    sizes: Optional[ExampleSizes] = field(default=None, repr=False)
+    batches: Optional[list[Batch]] = field(default=None, repr=False)
 
 
 @dataclass
@@ -93,7 +101,7 @@ class Outcome:
     """What a command did: its exit status, the results file's content, and the run counts."""
 
     exit_code: int
-    results: dict[str, Any]
+    results: dict[str, Any]   # results.json's content (its runs: RunRecord.to_dict())
     markdown: str
     counts: dict[str, int] = field(default_factory=dict)
 
@@ -122,7 +130,7 @@ class Experiment:
         self.targets = list(dict.fromkeys([*cfg.targets, *cfg.eval])) or [l for l in languages if l != self.source]
         self.targets = [t for t in self.targets if t != self.source]
         self.splits = self._read_splits()
-        self.labels = self.task.labels(self.splits["train", self.source].examples)
+        self.labels = self.task.labels(self.splits[self.source, "train"].examples)
         for split in self.splits.values():  # a bad evaluation file fails now, not after every run has trained
             self.task.check(split.examples, self.labels)
         self.max_len = cfg.resolved("max_len")
@@ -134,8 +142,6 @@ class Experiment:
                            f"{self.pretrained.config.n_layers} layers", cfg.model)
         self.device = resolve_device(cfg.device)
         self.maps, self.shifts = self._read_transforms()
-        self._sizes: dict[tuple[str, str], ExampleSizes] = {}
-        self._eval_batches: dict[tuple[str, str], list[Batch]] = {}
         self.runs_dir = os.path.join(cfg.output, "runs")
 
     @staticmethod
@@ -193,10 +199,11 @@ class Experiment:
         return default_path(cfg.task, cfg.data_dir, lang, split)
 
     def _read_splits(self) -> dict[tuple[str, str], Split]:
-        wanted = [("train", self.source), ("dev", self.source), ("test", self.source)]
-        wanted += [(split, t) for t in self.targets for split in ("dev", "test")]
+        """Every split of the command by (language, split); the source's test set may be absent."""
+        wanted = [(self.source, "train"), (self.source, "dev"), (self.source, "test")]
+        wanted += [(t, split) for t in self.targets for split in ("dev", "test")]
         splits = {}
-        for split, lang in wanted:
+        for lang, split in wanted:
             path = self._path(lang, split)
             if path is None:
                 continue
@@ -204,7 +211,7 @@ class Experiment:
             examples = self.task.read(path)
             if not examples:
                 raise XltError("empty split", path)
-            splits[split, lang] = Split(lang, split, path, file_sha256(path), examples)
+            splits[lang, split] = Split(lang, split, path, file_sha256(path), examples)
         return splits
 
     def _read_transforms(self) -> tuple[dict[str, LayerMap], dict[str, TargetShift]]:
@@ -226,20 +233,24 @@ class Experiment:
         return maps, shifts
 
     def sizes(self, lang: str, split: str) -> ExampleSizes:
-        if (lang, split) not in self._sizes:
-            s = self.splits[split, lang]
-            self._sizes[lang, split] = example_sizes(self.task, s.examples, self.pretrained.text(lang), self.labels, self.max_len)
-        return self._sizes[lang, split]
+        s = self.splits[lang, split]
+        if s.sizes is None:
+            s.sizes = example_sizes(self.task, s.examples, self.pretrained.text(lang), self.labels, self.max_len)
+        return s.sizes
 
     def eval_batches(self, lang: str, split: str) -> list[Batch]:
-        """A split's batches, longest examples first, built once per command and shared by every run."""
-        if (lang, split) not in self._eval_batches:
+        """A split's batches (input_ids [B,T]), longest examples first, built once per command and shared
+        by every run."""
+        s = self.splits[lang, split]
+        if s.batches is None:
             order = evaluation_order(self.sizes(lang, split).lengths)
-            self._eval_batches[lang, split] = [
-                ob.batch for ob in ordered_batches(self.task, self.splits[split, lang].examples, order,
-                                                   self.pretrained.text(lang), self.labels, self.cfg.eval_batch_size,
-                                                   self.max_len)]
-        return self._eval_batches[lang, split]
+            s.batches = [ob.batch for ob in ordered_batches(self.task, s.examples, order, self.pretrained.text(lang),
+                                                            self.labels, self.cfg.eval_batch_size, self.max_len)]
+        return s.batches
+
+    def data_files(self) -> dict[str, dict[str, str]]:
+        """Every split's file and checksum, as config.json's inputs and results.json's data name them."""
+        return {f"{s.split}_{s.lang}": {"path": s.path, "sha256": s.sha256} for s in self.splits.values()}
 
     def autocast_dtype(self) -> Optional[torch.dtype]:
         return autocast_dtype(self.cfg.precision, self.device)
@@ -247,82 +258,76 @@ class Experiment:
     def source_data(self) -> SourceData:
         autocast = self.autocast_dtype()
         return SourceData(self.task, self.pretrained, self.labels, self.source, self.pretrained.text(self.source),
-                          self.splits["train", self.source].examples, self.sizes(self.source, "train"),
-                          self.splits["dev", self.source].examples, lambda: self.eval_batches(self.source, "dev"),
+                          self.splits[self.source, "train"].examples, self.sizes(self.source, "train"),
+                          self.splits[self.source, "dev"].examples, lambda: self.eval_batches(self.source, "dev"),
                           self.device, autocast)
 
     # ---- runs -----------------------------------------------------------------------------------
-    def identity(self, settings: RunSettings) -> dict[str, Any]:
+    def identity(self, settings: RunSettings) -> RunIdentity:
         """Everything that decides the trained model; the run directory is named by its hash."""
-        return {"format": RUN_FORMAT, "task": self.cfg.task, "task_settings": self.cfg.task_settings,
-                "model": self.model_identity, "source": self.source,
-                "train_sha256": self.splits["train", self.source].sha256,
-                "dev_sha256": self.splits["dev", self.source].sha256, "labels": self.labels,
-                "settings": settings.to_dict(), **self._precision_identity()}
-
-    def _precision_identity(self) -> dict[str, str]:
-        # A bf16 run is another run than an fp32 one; fp32, the default on CPU, is left out so that
-        # the runs made before precision was recorded keep their directories.
-        return {"precision": "bf16"} if self.autocast_dtype() is not None else {}
+        # A bf16 run is another run than an fp32 one.
+        precision = "bf16" if self.autocast_dtype() is not None else None
+        return RunIdentity(self.cfg.task, self.cfg.task_settings, self.model_identity, self.source,
+                           self.splits[self.source, "train"].sha256, self.splits[self.source, "dev"].sha256,
+                           self.labels, settings, precision)
 
     def run_dir(self, settings: RunSettings) -> str:
         s = settings
-        name = f"bs{s.batch_size}-lr{s.encoder_lr:g}-head{s.head_lr:g}-seed{s.seed}-{short_hash(self.identity(s))}"
+        name = f"bs{s.batch_size}-lr{s.encoder_lr:g}-head{s.head_lr:g}-seed{s.seed}-{self.identity(s).short_hash()}"
         return os.path.join(self.runs_dir, name)
 
-    def run_one(self, settings: RunSettings, on_epoch_end: Optional[Callable]) -> dict[str, Any]:
+    def run_one(self, settings: RunSettings, on_epoch_end: Optional[Callable]) -> RunRecord:
         """Bring one run up to date; return its record (status done, busy or failed)."""
         run_dir = self.run_dir(settings)
-        record: dict[str, Any] = {"id": os.path.basename(run_dir), "dir": os.path.relpath(run_dir, self.cfg.output),
-                                  "grid_point": settings.grid_point(), "seed": settings.seed,
-                                  "settings": settings.to_dict()}
-        trainer = RunTrainer(None, settings, run_dir)  # its data is prepared only if there is work to do
-        summary = trainer.training_summary()
-        cached = evaluations(self, trainer, compute=False) if summary else None
+        files = RunFiles(run_dir)
+
+        def record(status: str, **outcome: Any) -> RunRecord:
+            return RunRecord(os.path.basename(run_dir), os.path.relpath(run_dir, self.cfg.output), settings, status,
+                             **outcome)
+
+        # Read from the files alone: a finished grid loads no model and encodes no data.
+        summary = files.training_summary()
+        cached = evaluations(self, files) if summary else None
         if cached is not None:
-            return {**record, "status": "done", "worked": False, **self._trained(summary), **cached}
+            return record("done", worked=False, training=summary, evaluations=cached)
         os.makedirs(run_dir, exist_ok=True)
         with contextlib.ExitStack() as stack:
             try:
-                stack.enter_context(exclusive_lock(os.path.join(run_dir, "lock"), "fine-tuning run"))
+                stack.enter_context(exclusive_lock(files.path("lock"), "fine-tuning run"))
             except XltError:
-                return {**record, "status": "busy"}
+                return record("busy")
             try:
-                trainer.data = self.source_data()
-                trainer.clean_leftovers()
-                if not os.path.exists(os.path.join(run_dir, "config.json")):
-                    inputs = {f"{s.split}_{s.lang}": {"path": s.path, "sha256": s.sha256} for s in self.splits.values()}
-                    write_run_description(run_dir, self.identity(settings), inputs)
+                data = self.source_data()
+                if not os.path.exists(files.path("config.json")):
+                    write_run_description(run_dir, self.identity(settings).to_dict(), self.data_files())
+                trainer = RunTrainer(data, settings, run_dir)
                 summary = trainer.train(on_epoch_end)
-                evaluated = evaluations(self, trainer, compute=True)
-                if not self.cfg.keep_weights and os.path.exists(os.path.join(run_dir, summary["best_file"])):
-                    os.unlink(os.path.join(run_dir, summary["best_file"]))
-                if os.path.exists(os.path.join(run_dir, "error.txt")):  # an earlier attempt's failure
-                    os.unlink(os.path.join(run_dir, "error.txt"))
-                return {**record, "status": "done", "worked": True, **self._trained(summary), **evaluated}
+                evaluated = evaluations(self, files, trainer)
+                if not self.cfg.keep_weights and os.path.exists(files.path(summary.best_file)):
+                    os.unlink(files.path(summary.best_file))
+                if os.path.exists(files.path("error.txt")):  # an earlier attempt's failure
+                    os.unlink(files.path("error.txt"))
+                return record("done", worked=True, training=summary, evaluations=evaluated)
             except Exception as e:  # one failed run must not stop the grid: record it, go on, exit non-zero
-                with atomic_output(os.path.join(run_dir, "error.txt")) as f:
+                with atomic_output(files.path("error.txt")) as f:
                     f.write(traceback.format_exc())
-                return {**record, "status": "failed", "error": f"{type(e).__name__}: {e}"}
-
-    @staticmethod
-    def _trained(summary: dict[str, Any]) -> dict[str, Any]:
-        return {"best_epoch": summary["best_epoch"], "source_dev": summary["source_dev_main"],
-                "source_dev_metrics": summary["source_dev"], "dev_curve": summary["dev_curve"]}
+                return record("failed", error=f"{type(e).__name__}: {e}")
 
 
-def describe(record: dict[str, Any], metric: str, source: str, targets: list[str]) -> str:
+def describe(record: RunRecord, metric: str, source: str, targets: list[str]) -> str:
     """The one stderr line a run gets."""
-    p = record["grid_point"]
-    head = f"bs {p['batch_size']} lr {p['encoder_lr']:g}/{p['head_lr']:g} seed {record['seed']}"
-    if record["status"] == "busy":
-        return f"{head}: in progress in another process, skipped ({record['dir']})"
-    if record["status"] == "failed":
-        return f"{head}: FAILED: {record['error']} ({record['dir']})"
+    s = record.settings
+    head = f"bs {s.batch_size} lr {s.encoder_lr:g}/{s.head_lr:g} seed {s.seed}"
+    if record.status == "busy":
+        return f"{head}: in progress in another process, skipped ({record.dir})"
+    if record.status == "failed":
+        return f"{head}: FAILED: {record.error} ({record.dir})"
+    assert record.training is not None
+    row = record.to_dict()
     tests = " ".join(f"{t} {v:.2f}" for t in targets
-                     if (v := selection.run_value(record, "plain", t, "test", metric)) is not None)
-    return (f"{head}: {'done' if record['worked'] else 'done earlier'}, best epoch {record['best_epoch']}, "
-            f"{source} dev {metric} {record['source_dev']:.2f}; test {tests} ({record['dir']})")
+                     if (v := selection.run_value(row, "plain", t, "test", metric)) is not None)
+    return (f"{head}: {'done' if record.worked else 'done earlier'}, best epoch {record.training.best_epoch}, "
+            f"{source} dev {metric} {record.training.source_dev_main:.2f}; test {tests} ({record.dir})")
 
 
 def finetune(cfg: FinetuneConfig, on_epoch_end: Optional[Callable[[dict[str, Any]], None]] = None) -> Outcome:
@@ -336,14 +341,14 @@ def finetune(cfg: FinetuneConfig, on_epoch_end: Optional[Callable[[dict[str, Any
     records = []
     for i, settings in enumerate(grid, 1):
         record = exp.run_one(settings, on_epoch_end)
-        records.append(record)
+        records.append(record.to_dict())
         log.info(f"[{i}/{len(grid)}] " + describe(record, metric, exp.source, exp.targets))
     counts = {status: sum(r["status"] == status for r in records) for status in ("done", "busy", "failed")}
     summary = selection.summarize(records, metric, exp.source, exp.targets)
     results = {"format": RESULTS_FORMAT, "task": cfg.task, "model": exp.model_source,
                "model_identity": exp.model_identity, "source": exp.source, "targets": exp.targets,
                "complete": counts["done"] == len(grid), "counts": counts,
-               "data": {f"{s.split}_{s.lang}": {"path": s.path, "sha256": s.sha256} for s in exp.splits.values()},
+               "data": exp.data_files(),
                "test_time": {"lang_embedding_at_test": cfg.lang_embedding_at_test,
                              "maps": {t: {"layer": m.layer, "identity": m.identity} for t, m in exp.maps.items()},
                              "shifts": {t: {"layer": m.layer, "identity": m.identity, "alphas": cfg.shift_alpha}

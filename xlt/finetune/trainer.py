@@ -10,6 +10,13 @@ The run directory (named by the runner from a hash of everything that decides th
     eval/*.json           one file per evaluation (language, split, test-time variant)
     predictions/*         one prediction file per evaluation (xlt.finetune.predictions)
 
+:class:`RunTrainer` is built in one step from everything a run needs: the command's
+:class:`SourceData` (the pretrained model, the source splits, the device), the run's settings and its
+directory. An unfinished run gets its model, optimizer and schedule there, ready for
+:meth:`RunTrainer.train`, which tidies the directory, resumes from ``state.pt`` or starts over, and
+trains; a finished run builds its best epoch's model only when an evaluation asks for it. What the
+files hold is read without a model through :class:`~xlt.finetune.runfiles.RunFiles`.
+
 Every file is written atomically, ``state.pt`` only after the best weights it names, so a kill at
 any moment resumes from the last completed epoch and ends as an uninterrupted run would (bit for
 bit on CPU: the epoch order is a function of (seed, epoch) and every RNG state is saved).
@@ -24,7 +31,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import glob
 import math
 import os
 import time
@@ -32,9 +38,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from xlt.finetune.config import RunSettings
+from xlt.finetune.runfiles import BestEpoch, RunFiles, TrainingSummary
 from xlt.finetune.ordering import ExampleSizes, bucketed, epoch_order, epoch_steps, ordered_batches
 from xlt.finetune.task import Batch, Task
 from xlt.model.encoder import Encoder, LayerHook
@@ -44,9 +51,12 @@ from xlt.utils import log
 from xlt.utils.errors import XltError
 from xlt.utils.rundir import MetricsLog
 from xlt.utils.seed import rng_state, seed_everything, set_rng_state
-from xlt.utils.textio import read_json, write_json
+from xlt.utils.textio import write_json
 
 EMBEDDING_PREFIXES = ("token_embeddings.", "position_embeddings.", "language_embeddings.", "embedding_norm.")
+# What best-epoch{E}.pt and state.pt hold of a model: the trainable encoder tensors by name and the
+# head's state, CPU copies (the frozen tensors are the pretrained run's).
+Weights = dict[str, dict[str, Tensor]]
 
 
 class FinetuneModel(nn.Module):
@@ -58,6 +68,9 @@ class FinetuneModel(nn.Module):
 
     def forward(self, batch: Batch, lang: str, lang_embedding: Optional[str] = None,
                 layer_hook: Optional[LayerHook] = None) -> Any:
+        """``batch.input_ids`` [B,T] (and ``padding_mask`` [B,T]) -> the head's outputs, from the
+        encoder's last hidden state [B,T,D]; ``layer_hook(layer, hidden [B,T,D])`` may replace a layer's
+        output on the way (test-time maps and shifts)."""
         hidden = self.encoder(batch.input_ids, lang, batch.padding_mask, layer_hook=layer_hook,
                               lang_embedding=lang_embedding).last_hidden_state
         return self.head(hidden, batch)
@@ -125,38 +138,34 @@ class SourceData:
 class RunTrainer:
     """Train (or resume) one run and evaluate its best epoch; see the module docstring."""
 
-    def __init__(self, data: Optional[SourceData], settings: RunSettings, run_dir: str):
+    def __init__(self, data: SourceData, settings: RunSettings, run_dir: str):
         self.data, self.settings, self.run_dir = data, settings, run_dir
-        self.metrics = MetricsLog(os.path.join(run_dir, "metrics.jsonl"))
+        self.files = RunFiles(run_dir)
+        self.metrics = MetricsLog(self.files.path("metrics.jsonl"))
+        self.summary: Optional[TrainingSummary] = self.files.training_summary()
         self.model: Optional[FinetuneModel] = None
+        self.trainable: list[str] = []
         self.optimizer: Optional[torch.optim.Optimizer] = None
-        self.loaded_best: Optional[str] = None
+        self.scheduler: Optional[torch.optim.lr_scheduler.LambdaLR] = None
+        self.loaded_best: Optional[str] = None  # the best-epoch file whose weights self.model holds
+        # Where training stands: epochs and steps done, the best epoch and the dev curve so far
+        # (train() restores them from state.pt when resuming).
+        self.epoch, self.step, self.best, self.curve = 0, 0, BestEpoch(), []
+        self.epoch_batches: list[int] = []
+        if self.summary is None:
+            self._build_training()
 
-    # ---- files ----------------------------------------------------------------------------------
-    def path(self, name: str) -> str:
-        return os.path.join(self.run_dir, name)
-
-    def training_summary(self) -> Optional[dict[str, Any]]:
-        """The contents of train.json, or None while training is not finished."""
-        return read_json(self.path("train.json")) if os.path.exists(self.path("train.json")) else None
-
-    def clean_leftovers(self) -> None:
-        """Remove what a killed process left: temporary files, and a state a finished run no longer needs.
-
-        Best-weight files that no state names are removed by :meth:`train` once it knows the state.
-        """
-        for pattern in ("*.tmp", "eval/*.tmp", "predictions/*.tmp"):
-            for tmp in glob.glob(self.path(pattern)):
-                os.unlink(tmp)
-        summary = self.training_summary()
-        if summary is not None and os.path.exists(self.path("state.pt")):
-            os.unlink(self.path("state.pt"))
-            self.remove_best_except(summary["best_file"])
-
-    def remove_best_except(self, keep: Optional[str]) -> None:
-        for stale in glob.glob(self.path("best-epoch*.pt")):
-            if os.path.basename(stale) != keep:
-                os.unlink(stale)
+    def _build_training(self) -> None:
+        s, d = self.settings, self.data
+        self.model, self.trainable = self.build()
+        params = dict(self.model.encoder.named_parameters())
+        self.optimizer = torch.optim.Adam([{"params": [params[n] for n in self.trainable], "lr": s.encoder_lr},
+                                           {"params": list(self.model.head.parameters()), "lr": s.head_lr}])
+        # Counted, not estimated from the example count: NER's long sentences add rows (windows).
+        self.epoch_batches = [epoch_steps(d.train_sizes.rows, epoch_order(len(d.train), e, s.seed, s.epoch_size),
+                                          s.batch_size) for e in range(s.epochs)]
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lr_factor(s.schedule, s.warmup_fraction, sum(self.epoch_batches)))
 
     # ---- model ----------------------------------------------------------------------------------
     def build(self) -> tuple[FinetuneModel, list[str]]:
@@ -175,121 +184,132 @@ class RunTrainer:
                 trainable.append(name)
         return FinetuneModel(encoder, head).to(d.device), trainable
 
-    def weights(self, model: FinetuneModel, trainable: list[str]) -> dict[str, Any]:
-        params = dict(model.encoder.named_parameters())
-        return {"encoder": {n: params[n].detach().cpu().clone() for n in trainable},
-                "head": {k: v.detach().cpu().clone() for k, v in model.head.state_dict().items()}}
+    def weights(self) -> Weights:
+        """CPU copies of the model's trainable tensors and head."""
+        params = dict(self.model.encoder.named_parameters())
+        return {"encoder": {n: params[n].detach().cpu().clone() for n in self.trainable},
+                "head": {k: v.detach().cpu().clone() for k, v in self.model.head.state_dict().items()}}
 
-    def load_weights(self, model: FinetuneModel, state: dict[str, Any]) -> None:
+    @staticmethod
+    def load_weights(model: FinetuneModel, weights: Weights) -> None:
         params = dict(model.encoder.named_parameters())
         with torch.no_grad():
-            for name, tensor in state["encoder"].items():
+            for name, tensor in weights["encoder"].items():
                 params[name].copy_(tensor)
-        model.head.load_state_dict(state["head"])
+        model.head.load_state_dict(weights["head"])
 
     def autocast(self):
         dtype = self.data.autocast_dtype
         return torch.autocast(self.data.device.type, dtype=dtype) if dtype else contextlib.nullcontext()
 
     # ---- training -------------------------------------------------------------------------------
-    def train(self, on_epoch_end: Optional[Callable[[dict[str, Any]], None]] = None) -> dict[str, Any]:
-        """Train to the last epoch, resuming from ``state.pt``; write and return train.json's contents."""
-        done = self.training_summary()
-        if done is not None:
-            return done
+    def train(self, on_epoch_end: Optional[Callable[[dict[str, Any]], None]] = None) -> TrainingSummary:
+        """Train to the last epoch, resuming from ``state.pt``; write and return train.json's contents.
+
+        ``on_epoch_end`` gets each epoch's metrics.jsonl record once its state is saved."""
+        self.files.clean_leftovers()
+        if self.summary is not None:
+            return self.summary
+        self._resume_or_start_over()
         s, d = self.settings, self.data
-        model, trainable = self.build()
-        params = dict(model.encoder.named_parameters())
-        optimizer = torch.optim.Adam([{"params": [params[n] for n in trainable], "lr": s.encoder_lr},
-                                      {"params": list(model.head.parameters()), "lr": s.head_lr}])
-        # Counted, not estimated from the example count: NER's long sentences add rows (windows).
-        epoch_batches = [epoch_steps(d.train_sizes.rows, epoch_order(len(d.train), e, s.seed, s.epoch_size),
-                                     s.batch_size) for e in range(s.epochs)]
-        scheduler = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lr_factor(s.schedule, s.warmup_fraction, sum(epoch_batches)))
-        start, step, best, curve = 0, 0, {"epoch": None, "value": -math.inf, "file": None, "metrics": None}, []
-        if os.path.exists(self.path("state.pt")):
-            state = load_checkpoint(self.path("state.pt"))
-            self.load_weights(model, state["weights"])
-            optimizer.load_state_dict(state["optimizer"])
-            scheduler.load_state_dict(state["scheduler"])
-            set_rng_state(state["rng"])
-            start, step, best, curve = state["epoch"], state["step"], state["best"], state["dev_curve"]
-            self.remove_best_except(best["file"])  # written by the killed epoch after this state
-            self.metrics.truncate_after(step)
-            log.info(f"{self.run_dir}: resuming after epoch {start}")
-        else:  # a fresh start: nothing of an attempt killed in its first epoch may survive
-            self.remove_best_except(None)
-            if os.path.exists(self.metrics.path):
-                os.unlink(self.metrics.path)
         metric = d.task.main_metric
-        for epoch in range(start, s.epochs):
+        for epoch in range(self.epoch, s.epochs):
             t0 = time.perf_counter()
             order = epoch_order(len(d.train), epoch, s.seed, s.epoch_size)
             if s.bucket:
                 order = bucketed(order, d.train_sizes.lengths, s.batch_size, s.seed, epoch)
-            model.train()
-            loss_sum, batches, padding, positions = 0.0, 0, 0, 0
-            with log.progress(f"epoch {epoch + 1}/{s.epochs}", total=epoch_batches[epoch]) as bar:
-                for ob in ordered_batches(d.task, d.train, order, d.text, d.labels,
-                                          s.batch_size, s.max_len):
-                    loss = self.train_step(model, optimizer, ob.batch)
-                    scheduler.step()
-                    step, batches, loss_sum = step + 1, batches + 1, loss_sum + loss
-                    padding, positions = padding + ob.padding_positions, positions + ob.positions
-                    bar.advance(1)
-                    bar.update(status=f"loss {loss:.4f}")
+            train_loss, padding_fraction = self._train_epoch(epoch, order)
             train_seconds = time.perf_counter() - t0
-            dev = self.evaluate_batches(model, d.dev, d.dev_batches(), d.source, d.source, None)
-            curve.append(dev[metric])
-            if dev[metric] > best["value"]:
-                best = {"epoch": epoch + 1, "value": dev[metric], "file": f"best-epoch{epoch + 1}.pt", "metrics": dev}
-                save_checkpoint(self.path(best["file"]), {**self.weights(model, trainable), "epoch": epoch + 1,
-                                                          "labels": d.labels, "settings": s.to_dict()})
+            dev = self.evaluate_batches(self.model, d.dev, d.dev_batches(), d.source, d.source, None)
+            self.curve.append(dev[metric])
+            if dev[metric] > self.best.value:
+                self.best = BestEpoch(epoch + 1, dev[metric], f"best-epoch{epoch + 1}.pt", dev)
+                save_checkpoint(self.files.path(self.best.file), {**self.weights(), "epoch": epoch + 1,
+                                                                  "labels": d.labels, "settings": s.to_dict()})
+            self.epoch = epoch + 1
             seconds = time.perf_counter() - t0
-            record = {"epoch": epoch + 1, "step": step, "train_loss": loss_sum / max(1, batches),
-                      "source_dev": dev, "best_epoch": best["epoch"],
-                      "lr": [g["lr"] for g in optimizer.param_groups],
-                      "padding_fraction": padding / max(1, positions),
+            record = {"epoch": epoch + 1, "step": self.step, "train_loss": train_loss,
+                      "source_dev": dev, "best_epoch": self.best.epoch,
+                      "lr": [g["lr"] for g in self.optimizer.param_groups],
+                      "padding_fraction": padding_fraction,
                       "examples_per_s": len(order) / train_seconds, "seconds": seconds}
             # The epoch's line first: a kill before state.pt lands resumes the epoch, and resuming drops
             # lines past the saved step; the other order would lose the line for good.
             self.metrics.append(record)
-            save_checkpoint(self.path("state.pt"), {
-                "epoch": epoch + 1, "step": step, "weights": self.weights(model, trainable),
-                "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng_state(),
-                "best": best, "dev_curve": curve})
-            self.remove_best_except(best["file"])
+            save_checkpoint(self.files.path("state.pt"), self.state_dict())
+            self.files.remove_best_except(self.best.file)
             if on_epoch_end is not None:
                 on_epoch_end(record)
-        summary = {"best_epoch": best["epoch"], "best_file": best["file"], "source_dev": best["metrics"],
-                   "source_dev_main": best["value"], "dev_curve": curve, "epochs": s.epochs, "steps": step}
-        write_json(self.path("train.json"), summary)
-        os.unlink(self.path("state.pt"))
+        self.summary = TrainingSummary(self.best.epoch, self.best.file, self.best.metrics, self.best.value,
+                                       self.curve, s.epochs, self.step)
+        write_json(self.files.path("train.json"), self.summary.to_dict())
+        os.unlink(self.files.path("state.pt"))
         # The last epoch's model and optimizer stay inspectable; evaluation reloads the best epoch.
-        self.model, self.optimizer, self.loaded_best = model, optimizer, None
-        return summary
+        self.scheduler = None
+        return self.summary
 
-    def train_step(self, model: FinetuneModel, optimizer: torch.optim.Optimizer, batch: Batch) -> float:
+    def state_dict(self) -> dict[str, Any]:
+        """``state.pt``: everything an interrupted run resumes from, as of the last completed epoch."""
+        return {"epoch": self.epoch, "step": self.step, "weights": self.weights(),
+                "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                "rng": rng_state(), "best": self.best.to_dict(), "dev_curve": self.curve}
+
+    def _resume_or_start_over(self) -> None:
+        if os.path.exists(self.files.path("state.pt")):
+            state = load_checkpoint(self.files.path("state.pt"))
+            self.load_weights(self.model, state["weights"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.scheduler.load_state_dict(state["scheduler"])
+            set_rng_state(state["rng"])
+            self.epoch, self.step, self.curve = state["epoch"], state["step"], state["dev_curve"]
+            self.best = BestEpoch.from_dict(state["best"])
+            self.files.remove_best_except(self.best.file)  # written by the killed epoch after this state
+            self.metrics.truncate_after(self.step)
+            log.info(f"{self.run_dir}: resuming after epoch {self.epoch}")
+        else:  # a fresh start: nothing of an attempt killed in its first epoch may survive
+            self.files.remove_best_except(None)
+            if os.path.exists(self.metrics.path):
+                os.unlink(self.metrics.path)
+
+    def _train_epoch(self, epoch: int, order: list[int]) -> tuple[float, float]:
+        """One pass over ``order``; returns the mean loss and the share of padded positions."""
+        s, d = self.settings, self.data
+        self.model.train()
+        loss_sum, batches, padding, positions = 0.0, 0, 0, 0
+        with log.progress(f"epoch {epoch + 1}/{s.epochs}", total=self.epoch_batches[epoch]) as bar:
+            for ob in ordered_batches(d.task, d.train, order, d.text, d.labels, s.batch_size, s.max_len):
+                loss = self.train_step(ob.batch)
+                self.scheduler.step()
+                self.step, batches, loss_sum = self.step + 1, batches + 1, loss_sum + loss
+                padding, positions = padding + ob.padding_positions, positions + ob.positions
+                bar.advance(1)
+                bar.update(status=f"loss {loss:.4f}")
+        return loss_sum / max(1, batches), padding / max(1, positions)
+
+    def train_step(self, batch: Batch) -> float:
+        """One optimizer step on ``batch`` (input_ids [B,T], on any device); returns its loss."""
         batch = batch.to(self.data.device)
         with self.autocast():
-            loss = model.head.loss(model(batch, self.data.source), batch)
+            loss = self.model.head.loss(self.model(batch, self.data.source), batch)
         value = loss.item()
         if not math.isfinite(value):
             raise RuntimeError(f"training loss is {value}; the run stops (lower the learning rate)")
         loss.backward()
         if self.settings.clip_norm > 0:
-            torch.nn.utils.clip_grad_norm_([p for g in optimizer.param_groups for p in g["params"]],
+            torch.nn.utils.clip_grad_norm_([p for g in self.optimizer.param_groups for p in g["params"]],
                                            self.settings.clip_norm)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
         return value
 
     # ---- evaluation -----------------------------------------------------------------------------
     @torch.no_grad()
     def predict_batches(self, model: FinetuneModel, batches: list[Batch], lang: str, lang_embedding: str,
                         hook: Optional[LayerHook]) -> dict[int, list[Any]]:
-        """What ``Task.evaluate`` scores: per example id, the decoded rows of its batches, in batch order."""
+        """What ``Task.evaluate`` scores: per example id, the decoded rows of its batches, in batch order.
+
+        Each batch (input_ids [B,T]) goes through ``model`` on the run's device; ``hook`` acts on the
+        layer outputs [B,T,D] (see :meth:`FinetuneModel.forward`)."""
         model.eval()
         predictions: dict[int, list[Any]] = {}
         for batch in batches:
@@ -306,23 +326,18 @@ class RunTrainer:
         return self.data.task.evaluate(examples, self.predict_batches(model, batches, lang, lang_embedding, hook),
                                        self.data.labels)
 
-    def has_best_weights(self) -> bool:
-        """Whether the best epoch can still be evaluated (training done and its weights kept)."""
-        summary = self.training_summary()
-        return summary is not None and os.path.exists(self.path(summary["best_file"]))
-
     def best_model(self) -> FinetuneModel:
         """The best epoch's model (built once per run, from the pretrained model plus the saved weights)."""
-        summary = self.training_summary()
-        if summary is None:
+        if self.summary is None:
             raise XltError("the run has not finished training", self.run_dir)
-        if not os.path.exists(self.path(summary["best_file"])):
+        best_file = self.summary.best_file
+        if not os.path.exists(self.files.path(best_file)):
             raise XltError("the run's weights were not kept (--no-keep-weights); remove the directory to train "
                            "it again", self.run_dir)
-        if self.loaded_best != summary["best_file"]:
+        if self.loaded_best != best_file:
             # The last epoch's model and Adam state go first: on a GPU they would double what evaluation holds.
-            self.model = self.optimizer = None
+            self.model = self.optimizer = self.scheduler = None
             self.model, _ = self.build()
-            self.load_weights(self.model, load_checkpoint(self.path(summary["best_file"])))
-            self.loaded_best = summary["best_file"]
+            self.load_weights(self.model, load_checkpoint(self.files.path(best_file)))
+            self.loaded_best = best_file
         return self.model  # type: ignore[return-value]
