@@ -41,8 +41,8 @@ import torch
 from torch import Tensor, nn
 
 from xlt.finetune.config import RunSettings
-from xlt.finetune.runfiles import BestEpoch, RunFiles, TrainingSummary
 from xlt.finetune.ordering import ExampleSizes, bucketed, epoch_order, epoch_steps, ordered_batches
+from xlt.finetune.runfiles import BestEpoch, RunFiles, TrainingSummary
 from xlt.finetune.task import Batch, Task
 from xlt.model.encoder import Encoder, LayerHook
 from xlt.pretrain.checkpoint import load_checkpoint, save_checkpoint
