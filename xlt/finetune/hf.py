@@ -76,9 +76,13 @@ def segment_ids(ids: Tensor, sep_id: int, padding_mask: Optional[Tensor] = None)
 
 
 def _segment_separator(text_model: HFTextModel) -> Optional[int]:
-    """The separator id when the model's tokenizer gives a pair's segments their own type ids (BERT),
-    else None (XLM-R's tokenizer gives zeros, whatever its config's ``type_vocab_size``). The rule of
-    :func:`segment_ids` is checked against the tokenizer's own output on a sample pair."""
+    """The separator id when the model has a segment (token type) table and its tokenizer gives a pair's
+    segments their own type ids (BERT), else None: XLM-R's tokenizer gives zeros, whatever its config's
+    ``type_vocab_size``; XLM has no such table (its tokenizer's type ids would be added through the
+    word embeddings, ``</s> a </s> b </s>`` as ``0 0 0 1 1``: its models are trained with ``langs``
+    alone). The rule of :func:`segment_ids` is checked against the tokenizer's own output on a sample pair."""
+    if (getattr(text_model.config, "type_vocab_size", None) or 0) < 2:
+        return None
     tok = text_model.tokenizer
     sample = tok("a", "b", return_token_type_ids=True)
     types = list(sample.get("token_type_ids") or [])
