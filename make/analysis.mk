@@ -21,7 +21,10 @@
 
 # MODEL's outputs live apart from the pipeline's, one directory per model: MODEL_TAG is hf:NAME as
 # hf-NAME, a directory as dir + its absolute path, each with / as _ (hf:org/x -> hf-org_x).
-MODEL ?=
+# Only as make's argument (make ... MODEL=...): a MODEL in the shell's environment is another tool's.
+ifeq ($(origin MODEL),environment)
+MODEL :=
+endif
 MODEL := $(strip $(MODEL))
 ifeq ($(MODEL),)
 MDS_DIR    := $(W)/liu

@@ -76,7 +76,7 @@ def test_model_plans_both_tables_on_that_model_alone(tmp_path):
     # a second model goes to its own directory; the pipeline's own outputs stay where they were
     other = commands(plan(tmp_path, "MODEL=hf:FacebookAI/xlm-roberta-base", "LIU_DEPTH=12"), "report")
     assert all(f"{tmp_path}/model/hf-FacebookAI_xlm-roberta-base/liu " in r for r in other)
-    plain = commands(plan(tmp_path), "finetune")
+    plain = commands(plan(tmp_path, env={"MODEL": MBERT}), "finetune")   # MODEL is make's argument, not the shell's
     assert all("/models/default/en-" in c and "/model/" not in c for c in plain)
     assert any("--freeze-bottom 4 " in c for c in plain)
 
