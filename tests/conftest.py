@@ -35,6 +35,19 @@ def run_xlt(*args: str, input: str | bytes | None = None, cwd: Path | None = Non
     return res
 
 
+def run_in_process(capsys, *args) -> Result:
+    """``xlt ARGS`` through the CLI's own entry point in this process: no interpreter or torch import per call."""
+    from xlt.cli import main
+
+    code = 0
+    try:
+        main([str(a) for a in args])
+    except SystemExit as stop:
+        code = stop.code if isinstance(stop.code, int) else 1
+    captured = capsys.readouterr()
+    return Result(code, captured.out, captured.err)
+
+
 def assert_one_line_error(res: Result, *fragments: str) -> None:
     """The project's error contract: exit 2, one line on stderr naming the problem, no traceback."""
     assert res.returncode == 2, (res.returncode, res.stderr)

@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import Result, assert_one_line_error, run_xlt
+from conftest import run_in_process as in_process, assert_one_line_error, run_xlt
 from finetune_toy import build_toy_world, write_nli
 
-from xlt.cli import main
 
 TESTS = Path(__file__).resolve().parent
 TOY = "finetune_toy:ToyTask"
@@ -39,15 +38,6 @@ def toy_on_path(monkeypatch):
     torch.set_num_threads(before)
 
 
-def in_process(capsys, *args: str) -> Result:
-    """``xlt ARGS`` through the CLI's own entry point, in this process (no torch import per call)."""
-    code = 0
-    try:
-        main([str(a) for a in args])
-    except SystemExit as stop:
-        code = stop.code if isinstance(stop.code, int) else 1
-    captured = capsys.readouterr()
-    return Result(code, captured.out, captured.err)
 
 
 def test_plugin_task_end_to_end_then_idempotent(world, tmp_path):

@@ -14,11 +14,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never the network (subprocesses 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from conftest import Result, assert_one_line_error, run_xlt  # noqa: E402
+from conftest import run_in_process as in_process, assert_one_line_error, run_xlt  # noqa: E402
 from finetune_hf_data import task_args, write_task  # noqa: E402
 from hf_fixtures import build_models  # noqa: E402
 
-from xlt.cli import main  # noqa: E402
 from xlt.finetune.hf import HFRun, segment_ids  # noqa: E402
 from xlt.finetune.inputs import model_input, pad_model_inputs, special_positions  # noqa: E402
 from xlt.finetune.trainer import frozen_parameter_names  # noqa: E402
@@ -47,15 +46,6 @@ def one_thread():
     torch.set_num_threads(before)
 
 
-def in_process(capsys, *args) -> Result:
-    """``xlt ARGS`` through the CLI's own entry point, in this process."""
-    code = 0
-    try:
-        main([str(a) for a in args])
-    except SystemExit as stop:
-        code = stop.code if isinstance(stop.code, int) else 1
-    captured = capsys.readouterr()
-    return Result(code, captured.out, captured.err)
 
 
 # ---- the adapter against transformers ------------------------------------------------------------

@@ -18,10 +18,9 @@ import numpy as np
 import pytest
 import synthetic
 import torch
-from conftest import Result
+from conftest import run_in_process as in_process
 from finetune_toy import ANIMALS, build_toy_world, write_nli
 
-from xlt.cli import main
 from xlt.finetune.config import FinetuneConfig
 from xlt.finetune.predictions import prediction_file, write_conllu
 from xlt.finetune.runner import EXIT_OK, finetune
@@ -320,14 +319,6 @@ def test_test_time_variants_write_their_own_files(world, finished, tmp_path):
             assert scores["f1"] == record["results"][variant]["fr"][split]["f1"]
 
 
-def in_process(capsys, *args) -> Result:
-    code = 0
-    try:
-        main([str(a) for a in args])
-    except SystemExit as stop:
-        code = stop.code if isinstance(stop.code, int) else 1
-    captured = capsys.readouterr()
-    return Result(code, captured.out, captured.err)
 
 
 def test_no_predictions_writes_none(world, tmp_path, capsys):
