@@ -188,4 +188,4 @@ def test_liu_table2_names_the_model_it_reports_on(tmp_path):
             {"format": "xlt-shift-decode/1", "src": src, "tgt": tgt, "n": 2, "grid": grid,
              "run": "hf:bert-base-multilingual-cased", "best": {"bleu1": 1.0, "layer": 2, "alpha": 3.0}}))
     table = liu.build_table2(str(tmp_path), languages=["fr"])
-    assert table.remarks[0] == "Model: hf:bert-base-multilingual-cased."
+    assert table.title.endswith("(model: hf:bert-base-multilingual-cased)"), table.title
