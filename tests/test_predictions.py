@@ -384,3 +384,11 @@ def test_prediction_file_names():
     assert prediction_file("fr", "test", "map", {"layer": 2}, ".ner") == "predictions/test.fr.map.ner"
     assert prediction_file("ru", "dev", "shift", {"alpha": 0.5}, ".tsv") == "predictions/dev.ru.shift-alpha0.5.tsv"
 
+
+
+def test_a_task_with_a_prediction_suffix_must_write_predictions():
+    from xlt.finetune.task import Task
+
+    with pytest.raises(TypeError, match="defines no write_predictions"):
+        class NoWriter(Task):  # noqa: F841 - defining the class is the test
+            prediction_suffix = ".x"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Optional, Sequence, TextIO
+from typing import Any, Iterator, Optional, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -75,6 +75,15 @@ class Task(ABC):
     # The file ending of the task's prediction files (".conllu", ".ner", ".tsv"); None: the task
     # writes none (a plugin task that does not implement :meth:`write_predictions`).
     prediction_suffix: Optional[str] = None
+    # A task with a suffix also defines
+    #   write_predictions(examples, predictions, labels, out: TextIO) -> None
+    # writing one split's predictions (the same ``predictions`` :meth:`evaluate` scores) in a format
+    # another scorer can read back. Checked when the class is defined, not after a run has trained.
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.prediction_suffix and not callable(getattr(cls, "write_predictions", None)):
+            raise TypeError(f"task class {cls.__name__} sets prediction_suffix but defines no write_predictions")
 
     @abstractmethod
     def read(self, path: str) -> list[Any]:
@@ -102,8 +111,3 @@ class Task(ABC):
         """Metrics from per-example predictions: ``predictions[example_id]`` lists the decoded rows of
         that example in batch order (one row, or several overlapping windows for NER)."""
 
-    def write_predictions(self, examples: Sequence[Any], predictions: dict[int, list[Any]], labels: list[str],
-                          out: TextIO) -> None:
-        """Write one split's predictions (the same ``predictions`` :meth:`evaluate` scores) to ``out``, in
-        a format another scorer can read back; called only when ``prediction_suffix`` is set."""
-        raise NotImplementedError(f"task {self.name!r} has a prediction_suffix but no write_predictions")
