@@ -60,6 +60,18 @@ def assert_one_line_error(res: Result, *fragments: str) -> None:
 
 
 @pytest.fixture
+def one_torch_thread():
+    """One torch thread for the test: tiny models gain nothing from more, and on a loaded 2-core
+    machine two threads can run many times slower than one."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
 def xlt():
     return run_xlt
 

@@ -38,12 +38,7 @@ def data(tmp_path_factory):
     return {task: write_task(root, task) for task in ("ner", "xnli", "parse")}
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)   # tiny models: threads only wait on each other on a shared machine
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 
