@@ -8,7 +8,8 @@ import pytest
 import torch
 from pretrain_fixtures import TINY_RUN_STEPS
 
-from xlt.pretrain.pretrained import PretrainedRun
+from xlt.pretrain.pretrained import PretrainedRun, TextPipeline
+from xlt.text.tokenize import Tokenizer
 from xlt.utils.errors import XltError
 
 
@@ -32,6 +33,29 @@ def test_text_pipeline_matches_the_training_ids(run_dir):
     assert ids == [[run.vocab.index(w) for w in "le chat voit un chien .".split()]]
     words, starts = run.text("en").encode_words(["the", "cat", "sees"])
     assert starts == [0, 1, 2] and words == [run.vocab.index(w) for w in ("the", "cat", "sees")]
+
+
+class CountingTokenizer(Tokenizer):
+    def __init__(self, lang: str):
+        super().__init__(lang)
+        self.calls: list[str] = []
+
+    def tokenize(self, line: str) -> str:
+        self.calls.append(line)
+        return super().tokenize(line)
+
+
+def test_encode_words_tokenizes_each_distinct_word_once(run_dir):
+    """Word-by-word tokenizing is remembered per word: same ids, one tokenizer call per distinct word."""
+    run = PretrainedRun.load(run_dir)
+    plain = run.text("en")
+    counting = CountingTokenizer("en")
+    text = TextPipeline("en", plain.vocab, counting, codes=None)
+    words = ["the", "cat", "sees", "the", "cat", "“the”"]
+    ids, starts = text.encode_words(words)
+    again = text.encode_words(words[::-1])
+    assert (ids, starts) == plain.encode_words(words) and again == plain.encode_words(words[::-1])
+    assert sorted(counting.calls) == sorted(set(words))
 
 
 def test_unknown_language_and_broken_run_dirs(run_dir, tmp_path):
