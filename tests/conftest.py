@@ -59,10 +59,11 @@ def assert_one_line_error(res: Result, *fragments: str) -> None:
         assert fragment in lines[0], (fragment, lines[0])
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def one_torch_thread():
-    """One torch thread for the test: tiny models gain nothing from more, and on a loaded 2-core
-    machine two threads can run many times slower than one."""
+    """One torch thread for a test module (``pytestmark = pytest.mark.usefixtures("one_torch_thread")``),
+    its module fixtures included: tiny models gain nothing from more, and on a loaded 2-core machine
+    two threads can run many times slower than one."""
     import torch
 
     before = torch.get_num_threads()

@@ -44,13 +44,8 @@ def world(tmp_path_factory):
     return build_toy_world(tmp_path_factory.getbasetemp() / "finetune-world")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """A tiny model runs fastest on one thread, and a busy shared machine does not stall it."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# one torch thread, module fixtures included (conftest)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def config(world, output: Path, **overrides) -> FinetuneConfig:

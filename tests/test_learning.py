@@ -78,14 +78,8 @@ from xlt.text.vocab import SPECIALS, Vocabulary
 WIKIPEDIA = fake_english_data.WIKIPEDIA
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One torch thread: tiny models gain nothing from more, and on a shared, loaded 2-core machine two
-    threads can run many times slower than one. Also the setting the margins were measured with."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# one torch thread, module fixtures included (conftest): also the setting the margins were measured with
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def xlt(*args) -> None:

@@ -17,7 +17,6 @@ import conllu
 import numpy as np
 import pytest
 import synthetic
-import torch
 from conftest import run_in_process as in_process
 from finetune_toy import ANIMALS, build_toy_world, write_nli
 
@@ -38,12 +37,8 @@ def world(tmp_path_factory):
     return build_toy_world(tmp_path_factory.getbasetemp() / "finetune-world")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# one torch thread, module fixtures included (conftest)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 # ---- data --------------------------------------------------------------------------------------
