@@ -64,6 +64,10 @@ def test_run_directory_describes_itself(inputs, tmp_path):
     assert all(r["tokens_per_s"] > 0 and r["lr"] > 0 and r["lang"] in ("en", "fr") for r in train)
     evals = [r for r in records if "valid_en_mlm_ppl" in r]
     assert [r["step"] for r in evals] == [5, 10] and all("valid_fr_mlm_ppl" in r for r in evals)
+    # the unigram floor beside each dev perplexity: same targets and counts, so the same at every evaluation
+    for lang in ("en", "fr"):
+        floors = {r[f"valid_{lang}_unigram_ppl"] for r in evals}
+        assert len(floors) == 1 and 1 < floors.pop() < len(inputs["vocab"])
     best = torch.load(run / "checkpoints" / "best.pt", weights_only=False)
     assert "optimizer" not in best and best["model_config"]["n_layers"] == 2
     last = torch.load(run / "checkpoints" / "last.pt", weights_only=False)

@@ -19,6 +19,7 @@ import threading
 import time
 from typing import Any, Iterator, Optional
 
+import numpy as np
 import torch
 
 from xlt.data.masking import MaskingConfig, MaskTransform
@@ -32,6 +33,7 @@ from xlt.pretrain import distributed
 from xlt.pretrain.checkpoint import load_checkpoint, load_model_weights, save_checkpoint
 from xlt.pretrain.config import ADDED_DEFAULTS, MUTABLE_KEYS, PretrainConfig
 from xlt.pretrain.schedule import inverse_sqrt_schedule
+from xlt.pretrain.unigram import unigram_log_probs
 from xlt.text.bpe import check_codes
 from xlt.text.tokenize import TokenizerConfig
 from xlt.text.vocab import Vocabulary
@@ -95,6 +97,8 @@ class Pretrainer:
         self.step = 0
         self.best: dict[str, Any] = {"value": math.inf, "step": None}
         self.metrics = MetricsLog(os.path.join(self.run_dir, "metrics.jsonl"))
+        self._unigram: dict[str, np.ndarray] = {}  # log p per token id, counted at the first evaluation
+        self.unigram_ppl: dict[str, float] = {}
 
     # ---- set-up helpers ---------------------------------------------------------------------
     def _streams(self, stream_len: int, batch_size: int) -> dict[str, LanguageStream]:
@@ -312,12 +316,15 @@ class Pretrainer:
     # ---- evaluation -------------------------------------------------------------------------
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
-        """Dev perplexity per language, with the same masks at every evaluation."""
+        """Dev perplexity per language, with the same masks at every evaluation. Also sets
+        ``self.unigram_ppl``: a unigram model's perplexity on the same targets (the floor to beat)."""
         self.model.eval()
         result = {}
         for lang, store in self.dev_stores.items():
             gen = torch.Generator().manual_seed(EVAL_MASK_SEED)
-            total, count = 0.0, 0
+            total, count, unigram_total = 0.0, 0, 0.0
+            if lang not in self._unigram:
+                self._unigram[lang] = unigram_log_probs(self.train_stores[lang], len(self.vocab))
             for i, windows in enumerate(iterate_eval(store, self.cfg.stream_len, self.cfg.batch_size)):
                 if self.cfg.eval_batches is not None and i >= self.cfg.eval_batches:
                     break
@@ -329,7 +336,9 @@ class Pretrainer:
                     loss = self.model(masked.input_ids.to(self.d.device), lang, None,
                                       masked.flat_positions.to(self.d.device), masked.target_ids.to(self.d.device))
                 total, count = total + loss.float().item() * n, count + n
+                unigram_total -= float(self._unigram[lang][masked.target_ids.numpy()].sum())
             result[lang] = math.exp(total / count) if count else math.nan
+            self.unigram_ppl[lang] = math.exp(unigram_total / count) if count else math.nan
         return result
 
     def _evaluate_and_select(self) -> None:
@@ -340,9 +349,12 @@ class Pretrainer:
         if improved:
             self.best = {"value": value, "step": self.step, "metric": f"valid_{self.cfg.select_on}_mlm_ppl"}
         if self.d.is_main:
+            unigram = self.unigram_ppl
             self.metrics.append({"step": self.step, **{f"valid_{l}_mlm_ppl": round(v, 4) for l, v in ppl.items()},
+                                 **{f"valid_{l}_unigram_ppl": round(v, 4) for l, v in unigram.items()},
                                  "best_step": self.best["step"]})
-            log.info(f"step {self.step}: dev ppl " + ", ".join(f"{l} {v:.2f}" for l, v in ppl.items())
+            log.info(f"step {self.step}: dev ppl " + ", ".join(f"{l} {v:.2f} (unigram {unigram[l]:.0f})"
+                                                               for l, v in ppl.items())
                      + (" (best)" if improved else ""))
         if improved:
             self.save("best.pt", self._weights_only())
