@@ -96,6 +96,52 @@ def test_the_pair_set_is_stated_and_different_sets_are_no_comparison(tmp_path):
     assert findings[2].verdict == INCONCLUSIVE and "de: " in findings[2].detail and "GloVe ?" in findings[2].detail
 
 
+def point_bert_at_run(root: Path, n: int, model: str, run: Path, ppl: float, floor: float | None) -> None:
+    """Make the BERT MRR files of one size name an xlt run read at step 2000, whose metrics record a
+    dev perplexity and (unless None: runs older than the floor) the unigram floor beside it."""
+    run.mkdir(parents=True, exist_ok=True)
+    record = {"step": 2000, "best_step": 2000,
+              **{f"valid_{l}_mlm_ppl": ppl for l in ["en", *LANGS]},
+              **({f"valid_{l}_unigram_ppl": floor for l in ["en", *LANGS]} if floor is not None else {})}
+    (run / "metrics.jsonl").write_text(json.dumps({"step": 1000, "valid_en_mlm_ppl": 1.0}) + "\n"
+                                       + json.dumps(record) + "\n")
+    for lang in LANGS:
+        path = root / f"n{n}" / "mrr" / model / f"en-{lang}.json"
+        data = json.loads(path.read_text())
+        data.update(command="align contextual-word", source={"run": str(run), "kind": "xlt", "lang": "en",
+                                                             "step": 2000},
+                    target={"run": str(run), "kind": "xlt", "lang": lang, "step": 2000})
+        path.write_text(json.dumps(data))
+
+
+def test_a_bert_on_the_unigram_plateau_speaks_for_no_finding(tmp_path):
+    make_world(tmp_path, PAPER_LIKE_SMALL, PAPER_LIKE_BIG, {"bert": 55.0, "w2v-w5": 45.0, "glove": 47.0})
+    runs = tmp_path / "runs"
+    # learned (dev ppl far below the floor) or recorded no floor: the verdicts stand
+    point_bert_at_run(tmp_path, 100, "bert", runs / "small", ppl=300.0, floor=1000.0)
+    point_bert_at_run(tmp_path, 500, "bert", runs / "big", ppl=1200.0, floor=None)
+    assert [f.verdict for f in lf.build(str(tmp_path), LANGS, [100, 500]).findings] == [HOLDS, HOLDS, HOLDS]
+    # BERT at the big size still at the floor (1,050 vs 1,100: above 0.9 of it): both claims on it are undecided
+    point_bert_at_run(tmp_path, 500, "bert", runs / "big", ppl=1050.0, floor=1100.0)
+    table = lf.build(str(tmp_path), LANGS, [100, 500])
+    static_small, bert_big, windows = table.findings
+    assert static_small.verdict == HOLDS
+    for finding in (bert_big, windows):
+        assert finding.verdict == INCONCLUSIVE and "did not leave the unigram plateau" in finding.detail
+        assert "en dev perplexity 1,050 against the unigram floor's 1,100 at step 2,000" in finding.detail
+    assert any("unigram plateau" in r for r in table.remarks)
+    # the part-of-speech table reads the same BERT files
+    for lang in LANGS:
+        path = tmp_path / "n500" / "mrr" / "bert" / f"en-{lang}.json"
+        data = json.loads(path.read_text())
+        data["results"][-1]["by_pos"] = {t: {"mrr": 0.5, "queries": 10} for t in ("open", "NOUN", "VERB", "ADV")}
+        data["results"][-1]["by_pos"].update(closed={"mrr": 0.1, "queries": 10}, ADJ={"mrr": 0.9, "queries": 10})
+        path.write_text(json.dumps(data))
+    pos = lf.build_pos(str(tmp_path / "n500" / "mrr" / "bert"), LANGS)
+    assert [f.verdict for f in pos.findings] == [INCONCLUSIVE, INCONCLUSIVE]
+    assert "did not leave the unigram plateau" in pos.findings[0].detail
+
+
 def test_missing_files_are_gaps_and_best_layer_is_an_option(tmp_path):
     make_world(tmp_path, PAPER_LIKE_SMALL, PAPER_LIKE_BIG, {})
     (tmp_path / "n500" / "mrr" / "glove" / "en-de.json").unlink()

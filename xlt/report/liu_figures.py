@@ -27,7 +27,7 @@ from xlt.report import paper as paper_numbers
 from xlt.report.bars import BarPanel, grouped_bars
 from xlt.report.findings import HOLDS, Finding, Inconclusive, Verdict, check
 from xlt.report.render import Cell, ReportTable
-from xlt.report.sources import Reading, finetune_score, load_json
+from xlt.report.sources import Reading, finetune_score, load_json, plateau_reason
 
 MODELS = {"bert": "BERT", "bert-w20": "BERT (20-token windows)", "w2v-w5": "Word2Vec (window 5)",
           "w2v-w128": "Word2Vec (window 128)", "w2v-w256": "Word2Vec (window 256)", "glove": "GloVe"}
@@ -54,13 +54,22 @@ def mrr_reading(path: str, layer: str = "last", pos: Optional[str] = None) -> Re
         if chosen is None:
             return Reading(gap=f"{path} has no layer {layer}")
     test = data.get("test") if isinstance(data.get("test"), dict) else {}
-    pairs = {"pairs": test.get("usable"), "checksum": test.get("checksum")}
+    pairs = {"pairs": test.get("usable"), "checksum": test.get("checksum"), "plateau": _plateau(data)}
     if pos is None:
         return Reading(value=float(chosen["mrr"]), extra={"layer": chosen.get("layer"), **pairs})
     by_pos = (chosen.get("by_pos") or {}).get(pos)
     if by_pos is None:
         return Reading(gap=f"{path} has no {pos} words" + ("" if chosen.get("by_pos") else " (run with --pos-from)"))
     return Reading(value=float(by_pos["mrr"]), extra={"queries": by_pos.get("queries")})
+
+
+def _plateau(result: dict) -> Optional[str]:
+    """Why the xlt model whose contextual words an ``xlt align`` result averaged had not learned (None: it had)."""
+    side = result.get("source") if isinstance(result.get("source"), dict) else {}
+    target = result.get("target") if isinstance(result.get("target"), dict) else {}
+    if side.get("kind") != "xlt" or not side.get("run"):
+        return None
+    return plateau_reason(side["run"], side.get("step"), [l for l in (side.get("lang"), target.get("lang")) if l])
 
 
 def _cell(reading: Reading, scale: float = 1.0, paper: Optional[float] = None) -> Cell:
@@ -107,6 +116,11 @@ def pair_sets(found: dict, size: int, languages: Sequence[str]) -> tuple[dict[st
     return counts, None
 
 
+def first_plateau(readings) -> Optional[str]:
+    """The first reason among ``readings`` why their model had not learned (None: it had, or unknown)."""
+    return next((r.extra["plateau"] for r in readings if r.extra and r.extra.get("plateau")), None)
+
+
 def averages(found: dict, languages: Sequence[str]) -> dict:
     """{(metric, size, model): the mean over the target languages, or None with a gap}."""
     return {key: mean([readings[l].value for l in languages]) for key, readings in found.items()}
@@ -115,6 +129,8 @@ def averages(found: dict, languages: Sequence[str]) -> dict:
 # ---- findings --------------------------------------------------------------------------------------
 
 def _need(avg: dict, key: tuple) -> float:
+    if avg.get(("plateau", key[1], key[2])):
+        raise Inconclusive(avg["plateau", key[1], key[2]])
     if key[0] == "mrr" and avg.get(("pairs", key[1])):
         raise Inconclusive(avg["pairs", key[1]])
     value = avg.get(key)
@@ -182,6 +198,9 @@ def build(results_dir: str, languages: Sequence[str], sizes: Sequence[int], numb
     sets = {n: pair_sets(found, n, languages) for n in sizes}
     # ("pairs", n): why the MRRs at size n are not comparable (None: one pair set); read by _need
     avg.update({("pairs", n): reason for n, (_, reason) in sets.items()})
+    # ("plateau", n, model): a BERT that never left the unigram plateau speaks for no finding (MRR or XNLI)
+    plateaus = {("plateau", n, m): first_plateau(found["mrr", n, m].values()) for n in sizes for m in MODELS}
+    avg.update(plateaus)
     groups = [(f"n={n}", [*languages, "avg"]) for n in sizes]
     table = ReportTable("liu-figures", "Liu et al. (2020) Figures 1 and 3a: word retrieval MRR (en-X, joint space, "
                         "cosine)", "model", groups, digits=3, source=paper_numbers.describe(figures["source"]))
@@ -208,6 +227,7 @@ def build(results_dir: str, languages: Sequence[str], sizes: Sequence[int], numb
         *[reason or f"MRR at n={n}: every model scored on the same dictionary pairs, "
           + ", ".join(f"{lang} {count:,}" for lang, count in counts.items())
           for n, (counts, reason) in sets.items() if counts or reason],
+        *[reason for reason in plateaus.values() if reason],
         f"Findings: differences within {MRR_MARGIN:g} MRR or {XNLI_MARGIN:g} accuracy points are ties "
         "(inconclusive). The paper's figures are bar charts whose numbers the text conversion lost."]
     if len(sizes) < 2:
@@ -259,6 +279,9 @@ def build_pos(results_dir: str, languages: Sequence[str], numbers: Optional[dict
             f"{l} {r.extra['pairs']:,}" if r.value is not None and r.extra.get("pairs") is not None else f"{l} ?"
             for l, r in scored.items()))
     paper_avg = {tag: row["avg"] for tag, row in pos["rows"].items()}
+    ours["plateau"] = first_plateau(scored.values())
+    if ours["plateau"]:
+        table.remarks.append(ours["plateau"])
     table.findings += [check("Open-class words align better than closed-class words.", open_beats_closed, ours,
                              paper_avg),
                        check("Among open classes, adjectives align best (above nouns, adverbs and verbs).",
@@ -267,12 +290,16 @@ def build_pos(results_dir: str, languages: Sequence[str], numbers: Optional[dict
 
 
 def open_beats_closed(avg: dict) -> Verdict:
+    if avg.get("plateau"):
+        raise Inconclusive(avg["plateau"])
     if avg.get("open") is None or avg.get("closed") is None:
         raise Inconclusive("the open or the closed class is missing")
     return _compare(avg["open"], avg["closed"], MRR_MARGIN, "open", "closed", "mean MRR")
 
 
 def adjectives_best(avg: dict) -> Verdict:
+    if avg.get("plateau"):
+        raise Inconclusive(avg["plateau"])
     missing = [t for t in ("ADJ", "NOUN", "ADV", "VERB") if avg.get(t) is None]
     if missing:
         raise Inconclusive(f"no {', '.join(missing)} words")

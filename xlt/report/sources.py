@@ -140,3 +140,29 @@ def shift_alphas(path: str, lang: str) -> Reading:
         return Reading(gap=f"no shift weight for {lang} in {path}")
     note = None if len(alphas) == 1 else f"seeds chose different weights: {', '.join(f'{a:g}' for a in alphas)}"
     return Reading(value=alphas[0], note=note)
+
+
+# A model has left the unigram plateau when its dev perplexity is below this share of the unigram
+# floor its run recorded: a small MLM sits just above the floor for millions of tokens, and drops
+# far below it once it reads context (docs/pretrain.md); 0.9 tells the two apart with room to spare.
+LEARNED_SHARE = 0.9
+
+
+def plateau_reason(run_dir: str, step: Optional[int], languages: list[str]) -> Optional[str]:
+    """Why an xlt pretraining run read at ``step`` cannot speak for a finding: its dev perplexity in
+    one of ``languages`` is not below :data:`LEARNED_SHARE` of the unigram floor recorded beside it
+    (``xlt pretrain`` writes ``valid_<lang>_unigram_ppl``). None when it learned, or when the run
+    recorded no floor (runs made before it did) or is not an xlt run."""
+    path = os.path.join(run_dir, "metrics.jsonl")
+    try:
+        with open(path, encoding="utf-8") as f:
+            records = [json.loads(line) for line in f if '"valid_' in line]
+    except (OSError, ValueError):
+        return None
+    record = next((r for r in reversed(records) if step is None or r.get("step") == step), None)
+    for lang in languages if record else []:
+        ppl, floor = record.get(f"valid_{lang}_mlm_ppl"), record.get(f"valid_{lang}_unigram_ppl")
+        if ppl is not None and floor is not None and not ppl < LEARNED_SHARE * floor:
+            return (f"{run_dir} did not leave the unigram plateau: {lang} dev perplexity {ppl:,.0f} against "
+                    f"the unigram floor's {floor:,.0f} at step {record['step']:,}")
+    return None
