@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from xlt.report import paper as paper_numbers
 from xlt.report.bars import BarPanel, grouped_bars
@@ -261,7 +261,7 @@ def build_pos(results_dir: str, languages: Sequence[str], numbers: Optional[dict
                         [("", [*languages, "avg"])], digits=3, source=paper_numbers.describe(pos["source"]))
     readings = {tag: {l: mrr_reading(os.path.join(results_dir, f"en-{l}.json"), layer, tag) for l in languages}
                 for tag in POS_ROWS}
-    ours: dict[str, Optional[float]] = {}
+    ours: dict[str, Any] = {}  # tag -> mean MRR; "plateau" -> why BERT had not learned
     for tag, label in POS_ROWS.items():
         paper_row = pos["rows"][tag]
         cells = [_cell(readings[tag][l], paper=paper_row.get(l)) for l in languages]
