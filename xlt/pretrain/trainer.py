@@ -19,7 +19,6 @@ import threading
 import time
 from typing import Any, Iterator, Optional
 
-import numpy as np
 import torch
 
 from xlt.data.masking import MaskingConfig, MaskTransform
@@ -97,8 +96,7 @@ class Pretrainer:
         self.step = 0
         self.best: dict[str, Any] = {"value": math.inf, "step": None}
         self.metrics = MetricsLog(os.path.join(self.run_dir, "metrics.jsonl"))
-        self._unigram: dict[str, np.ndarray] = {}  # log p per token id, counted at the first evaluation
-        self.unigram_ppl: dict[str, float] = {}
+        self.unigram_ppl: dict[str, float] = {}  # constant (same targets, same counts): set at the first evaluation
 
     # ---- set-up helpers ---------------------------------------------------------------------
     def _streams(self, stream_len: int, batch_size: int) -> dict[str, LanguageStream]:
@@ -323,8 +321,7 @@ class Pretrainer:
         for lang, store in self.dev_stores.items():
             gen = torch.Generator().manual_seed(EVAL_MASK_SEED)
             total, count, unigram_total = 0.0, 0, 0.0
-            if lang not in self._unigram:
-                self._unigram[lang] = unigram_log_probs(self.train_stores[lang], len(self.vocab))
+            log_p = None if lang in self.unigram_ppl else unigram_log_probs(self.train_stores[lang], len(self.vocab))
             for i, windows in enumerate(iterate_eval(store, self.cfg.stream_len, self.cfg.batch_size)):
                 if self.cfg.eval_batches is not None and i >= self.cfg.eval_batches:
                     break
@@ -336,9 +333,11 @@ class Pretrainer:
                     loss = self.model(masked.input_ids.to(self.d.device), lang, None,
                                       masked.flat_positions.to(self.d.device), masked.target_ids.to(self.d.device))
                 total, count = total + loss.float().item() * n, count + n
-                unigram_total -= float(self._unigram[lang][masked.target_ids.numpy()].sum())
+                if log_p is not None:
+                    unigram_total -= float(log_p[masked.target_ids.numpy()].sum())
             result[lang] = math.exp(total / count) if count else math.nan
-            self.unigram_ppl[lang] = math.exp(unigram_total / count) if count else math.nan
+            if log_p is not None:
+                self.unigram_ppl[lang] = math.exp(unigram_total / count) if count else math.nan
         return result
 
     def _evaluate_and_select(self) -> None:

@@ -54,8 +54,8 @@ def mrr_reading(path: str, layer: str = "last", pos: Optional[str] = None) -> Re
         if chosen is None:
             return Reading(gap=f"{path} has no layer {layer}")
     test = data.get("test") if isinstance(data.get("test"), dict) else {}
-    pairs = {"pairs": test.get("usable"), "checksum": test.get("checksum"), "plateau": _plateau(data)}
-    if pos is None:
+    if pos is None:  # only here: the plateau check reads the model's metrics file
+        pairs = {"pairs": test.get("usable"), "checksum": test.get("checksum"), "plateau": _plateau(data)}
         return Reading(value=float(chosen["mrr"]), extra={"layer": chosen.get("layer"), **pairs})
     by_pos = (chosen.get("by_pos") or {}).get(pos)
     if by_pos is None:
