@@ -42,10 +42,13 @@ def inputs(tmp_path_factory):
     return build_inputs(tmp_path_factory.mktemp("ddp-inputs"))
 
 
-def test_xlt_pretrain_under_torchrun(inputs, tmp_path):
+@pytest.mark.parametrize("mixing", [[], ["--langs-per-step", "3"]])
+def test_xlt_pretrain_under_torchrun(inputs, tmp_path, mixing):
+    # Several one-language batches per step: several backward passes, each leaving the other
+    # language's Sep Emb table unused, before one optimizer step.
     run = tmp_path / "run"
     res = torchrun("-m", "xlt", "pretrain", "--run-dir", str(run), *inputs["args"], *tiny_args(6),
-                   "--sharing", "sep-emb")
+                   "--sharing", "sep-emb", *mixing)
     assert res.returncode == 0, res.stderr[-3000:]
     last = torch.load(run / "checkpoints" / "last.pt", weights_only=False)
     assert last["step"] == 6 and len(last["per_rank"]) == 2

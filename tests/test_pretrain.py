@@ -98,8 +98,8 @@ def test_the_short_window_phase_then_long_windows_and_resume_across_the_switch(i
     trainer = Pretrainer(cfg, tmp_path / "shapes")
     shapes = []
     step = trainer._train_step
-    monkeypatch.setattr(trainer, "_train_step", lambda masked, *a: shapes.append(tuple(masked.input_ids.shape))
-                        or step(masked, *a))
+    monkeypatch.setattr(trainer, "_train_step", lambda batches, *a: shapes.extend(
+        tuple(masked.input_ids.shape) for masked, _ in batches) or step(batches, *a))
     trainer.train()
     # Four times the windows of a quarter of the length: the same 64 tokens per step in both phases.
     assert shapes == [(16, 4)] * 3 + [(4, 16)] * 2
@@ -121,7 +121,7 @@ def test_a_run_written_before_the_curriculum_existed_still_resumes(inputs, tmp_p
     run_xlt("pretrain", "--run-dir", old, *inputs["args"], *tiny_args(6), check=True)
     # As an earlier xlt left it: no curriculum or dropout settings, no short-window streams.
     description = json.loads((old / "config.json").read_text())
-    for key in ("short_stream_len", "short_stream_steps", "dropout"):
+    for key in ("short_stream_len", "short_stream_steps", "dropout", "langs_per_step"):
         del description["config"][key]
     (old / "config.json").write_text(json.dumps(description))
     checkpoint = torch.load(old / "checkpoints" / "last.pt", weights_only=False)

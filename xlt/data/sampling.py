@@ -11,9 +11,9 @@ number of sentences actually streamed (the ``max_sentences`` cut when there is o
 Distributed training: every rank must draw the *same* language at the same step, because a step's
 gradients are averaged over ranks and the batch language selects language-specific parameters (Sep
 Emb). So build the sampler with the same ``seed`` on every rank (never add the rank to it) and call
-:meth:`LanguageSampler.next` exactly once per step on every rank. The draw sequence depends only on
-``(counts, alpha, seed)`` and the number of previous draws, so ranks stay in lockstep and a resumed
-run continues the sequence exactly (:meth:`state_dict` / :meth:`load_state_dict`).
+:meth:`LanguageSampler.next` the same number of times per step on every rank (once, or
+``--langs-per-step`` times). The draw sequence depends only on ``(counts, alpha, seed)`` and the
+number of previous draws, so ranks stay in lockstep and a resumed run continues the sequence exactly (:meth:`state_dict` / :meth:`load_state_dict`).
 """
 
 from __future__ import annotations

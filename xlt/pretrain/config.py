@@ -49,6 +49,10 @@ class PretrainConfig:
         default=False)
     lang_alpha: float = help_field("language sampling: p(lang) proportional to (share of sentences)^alpha",
                                    default=0.7)
+    langs_per_step: int = help_field(
+        "batches per optimizer step, each of one language drawn by the sampler, their gradients summed "
+        "(XLM: 1, one language per step; fairseq mixes languages within a step). Tokens per step grow with "
+        "it: divide --batch-size to keep them", default=1)
     max_sentences: Optional[int] = help_field("use only the first N training sentences of each language "
                                               "(Liu et al.'s data-size ablation)", default=None)
     random_within_language: Optional[bool] = help_field(
@@ -77,7 +81,8 @@ class PretrainConfig:
     def validate(self) -> None:
         """Settings the loop cannot run with -> XltError naming the option, before anything is written
         (a zero interval is a division by zero at the first step, a zero lr one in the schedule)."""
-        for name in ("max_steps", "eval_every", "save_every", "log_every", "stream_len", "batch_size"):
+        for name in ("max_steps", "eval_every", "save_every", "log_every", "stream_len", "batch_size",
+                     "langs_per_step"):
             _require(getattr(self, name) >= 1, name, "at least 1", getattr(self, name))
         _require(self.eval_batches is None or self.eval_batches >= 1, "eval_batches", "at least 1 when given",
                  self.eval_batches)  # 0 batches: a dev perplexity of nan
@@ -127,7 +132,8 @@ def _require(ok: bool, name: str, what: str, value) -> None:
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
 # Settings a run directory written before they existed was trained with (check_same_config).
-ADDED_DEFAULTS = {"short_stream_len": None, "short_stream_steps": 0, "dropout": None, "equal_copies_init": False}
+ADDED_DEFAULTS = {"short_stream_len": None, "short_stream_steps": 0, "dropout": None, "equal_copies_init": False,
+                  "langs_per_step": 1}
 
 # Keys that may change when the same run directory is started again (to train for longer).
 MUTABLE_KEYS = ("max_steps", "log_every", "eval_batches")

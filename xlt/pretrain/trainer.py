@@ -1,4 +1,5 @@
-"""The pretraining loop: one language per batch, masked-LM loss, exact resume, torchrun-ready.
+"""The pretraining loop: one language per batch (one or several batches per step), masked-LM loss,
+exact resume, torchrun-ready.
 
 The loop owns no modelling and no data logic: :class:`~xlt.model.heads.MaskedLM` computes the
 loss, :class:`~xlt.data.streams.LanguageStream` cuts windows from memory-mapped stores,
@@ -13,11 +14,9 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import shutil
-import signal
 import threading
 import time
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 import torch
 
@@ -31,6 +30,7 @@ from xlt.model.heads import MaskedLM
 from xlt.pretrain import distributed
 from xlt.pretrain.checkpoint import load_checkpoint, load_model_weights, save_checkpoint
 from xlt.pretrain.config import ADDED_DEFAULTS, MUTABLE_KEYS, PretrainConfig
+from xlt.pretrain.run_files import describe_run, sigterm_requested
 from xlt.pretrain.schedule import inverse_sqrt_schedule
 from xlt.pretrain.unigram import unigram_log_probs
 from xlt.text.bpe import check_codes
@@ -38,9 +38,8 @@ from xlt.text.tokenize import TokenizerConfig
 from xlt.text.vocab import Vocabulary
 from xlt.utils import log
 from xlt.utils.errors import Terminated, XltError
-from xlt.utils.rundir import MetricsLog, check_same_config, exclusive_lock, write_run_description
+from xlt.utils.rundir import MetricsLog, check_same_config, exclusive_lock
 from xlt.utils.seed import rng_state, seed_everything, set_rng_state
-from xlt.utils.textio import atomic_path, file_sha256, write_json
 
 EVAL_MASK_SEED = 12345  # dev perplexity always uses the same masks, whatever the training seed
 
@@ -211,25 +210,9 @@ class Pretrainer:
         return distributed.broadcast_object(self.d, resuming)
 
     def _describe(self, resolved: dict[str, Any]) -> None:
-        """Copy what later stages need to treat new text exactly as in training, and write config.json."""
-        copies = [(self.cfg.vocab, "vocab"), (self.cfg.vocab + ".langs.json", "vocab.langs.json")]
-        copies += [(path, f"codes.{lang}") for lang, path in self.cfg.codes.items()]
-        for src, dst in copies:
-            if os.path.exists(src):
-                _copy_if_changed(src, os.path.join(self.run_dir, dst))
-            elif not src.endswith(".langs.json"):
-                raise XltError("no such file", src)
-        # Per language: the tokenizer settings (with the tokenizer library's version) and the codes file.
-        write_json(os.path.join(self.run_dir, "text.json"), {
-            lang: {**self._tokenizer_config(lang).to_dict(),
-                   "codes": f"codes.{lang}" if lang in self.cfg.codes else None} for lang in self.languages})
-        stores = {f"{split}/{lang}": {"prefix": s_path, **{k: store.header.get(k) for k in (
-            "vocab_sha256", "n_sentences", "n_tokens", "source_sha256", "unk_rate") if k in store.header}}
-                  for split, paths, stores_ in (("train", self.cfg.train, self.train_stores),
-                                                ("dev", self.cfg.dev, self.dev_stores))
-                  for (lang, s_path), store in zip(paths.items(), stores_.values())}
-        write_run_description(self.run_dir, resolved,
-                              {"vocab_sha256": self.vocab.sha256, "stores": stores})
+        describe_run(self.run_dir, resolved, self.cfg.vocab, self.vocab.sha256, self.cfg.codes,
+                     {lang: self._tokenizer_config(lang) for lang in self.languages},
+                     {"train": self.train_stores, "dev": self.dev_stores})
 
     def train(self) -> dict[str, Any]:
         """Train to ``max_steps`` (resuming if the run directory has a checkpoint); return a summary."""
@@ -251,17 +234,17 @@ class Pretrainer:
             bar.advance(self.step)
             while self.step < cfg.max_steps:
                 t0 = time.perf_counter()
-                lang = self.sampler.next()
                 streams = self.short_streams if self.step < cfg.short_stream_steps else self.streams
-                masked = self.masking(next(streams[lang]), lang, self.mask_generator)
+                langs = [self.sampler.next() for _ in range(cfg.langs_per_step)]
+                batches = [(self.masking(next(streams[lang]), lang, self.mask_generator), lang) for lang in langs]
                 wait_since += time.perf_counter() - t0
-                loss, stopping = self._train_step(masked, lang, stop.is_set())
+                loss, stopping = self._train_step(batches, stop.is_set())
                 self.step += 1
-                tokens_since += masked.input_ids.numel() * self.d.world_size
+                tokens_since += sum(m.input_ids.numel() for m, _ in batches) * self.d.world_size
                 bar.advance(1)
                 if self.step % cfg.log_every == 0 or self.step == cfg.max_steps:
                     elapsed = time.perf_counter() - t_since
-                    record = {"step": self.step, "lang": lang, "loss": round(loss, 6),
+                    record = {"step": self.step, "lang": "+".join(langs), "loss": round(loss, 6),
                               "ppl": round(math.exp(min(loss, 50.0)), 4),
                               "lr": self.scheduler.get_last_lr()[0], "tokens_per_s": round(tokens_since / elapsed, 1),
                               "data_wait_s": round(wait_since, 4)}
@@ -281,25 +264,28 @@ class Pretrainer:
         distributed.barrier(self.d)
         return {"step": self.step, "best": self.best, "run_dir": self.run_dir}
 
-    def _train_step(self, masked, lang: str, stop_requested: bool) -> tuple[float, bool]:
-        """One optimizer step; returns the loss and whether the run stops after it (SIGTERM on any rank)."""
-        dev = self.d.device
+    def _train_step(self, batches: list, stop_requested: bool) -> tuple[float, bool]:
+        """One optimizer step over ``batches`` (masked batch, its language) pairs, their gradients summed;
+        returns the mean loss and whether the run stops after it (SIGTERM on any rank)."""
+        dev, values = self.d.device, []
         self.ddp_model.train()
-        with self._autocast():
-            loss = self.ddp_model(masked.input_ids.to(dev), lang, None, masked.flat_positions.to(dev),
-                                  masked.target_ids.to(dev))
-        value = loss.item()
-        # Decided together, in one all-reduce: a rank that stopped alone would leave the others waiting
-        # in backward's all-reduce. A SIGTERM is acted on after this step, at a step boundary, where a
-        # checkpoint equals the state of the uninterrupted run.
-        not_finite, stopping = distributed.any_rank(self.d, not math.isfinite(value), stop_requested)
-        if not_finite:
-            last = self._path("last.pt")
-            kept = f"the last good checkpoint is kept ({last})" if os.path.exists(last) else \
-                "no checkpoint was saved yet"
-            raise XltError(f"loss is not finite at step {self.step + 1} (here: {value}); stopped, {kept}; "
-                           "lower --lr or use --precision fp32/bf16")
-        self.scaler.scale(loss).backward()
+        for masked, lang in batches:
+            with self._autocast():
+                loss = self.ddp_model(masked.input_ids.to(dev), lang, None, masked.flat_positions.to(dev),
+                                      masked.target_ids.to(dev))
+            values.append(loss.item())
+            # Decided together, in one all-reduce: a rank that stopped alone would leave the others waiting
+            # in backward's all-reduce. A SIGTERM is acted on after this step, at a step boundary, where a
+            # checkpoint equals the state of the uninterrupted run.
+            not_finite, stopping = distributed.any_rank(self.d, not math.isfinite(values[-1]), stop_requested)
+            if not_finite:
+                last = self._path("last.pt")
+                kept = f"the last good checkpoint is kept ({last})" if os.path.exists(last) else \
+                    "no checkpoint was saved yet"
+                raise XltError(f"loss is not finite at step {self.step + 1} (here: {values[-1]}); stopped, {kept}; "
+                               "lower --lr or use --precision fp32/bf16")
+            # Each batch weighs 1/k: the step's gradient is that of the mean loss, so --lr keeps its meaning.
+            self.scaler.scale(loss / len(batches)).backward()
         if self.cfg.clip_norm > 0:
             self.scaler.unscale_(self.optimizer)
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_norm)
@@ -309,7 +295,7 @@ class Pretrainer:
         self.optimizer.zero_grad(set_to_none=True)
         if self.scaler.get_scale() >= scale:  # fp16: a lowered scale means the step was skipped (inf gradients)
             self.scheduler.step()
-        return value, stopping
+        return sum(values) / len(values), stopping
 
     # ---- evaluation -------------------------------------------------------------------------
     @torch.no_grad()
@@ -362,30 +348,6 @@ class Pretrainer:
         """What downstream stages load: weights and the configs that built them (no optimizer)."""
         return {"step": self.step, "model": self.model.state_dict(), "model_config": self.model_config.to_dict(),
                 "config": self.cfg.to_dict(), "vocab_sha256": self.vocab.sha256, "best": dict(self.best)}
-
-
-@contextlib.contextmanager
-def sigterm_requested() -> Iterator[threading.Event]:
-    """An event set by SIGTERM while the block runs (the default handler would kill the process and
-    lose everything since the last checkpoint; a preempted GPU job usually gets a grace period)."""
-    stop = threading.Event()
-    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
-        yield stop
-        return
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
-    try:
-        yield stop
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _copy_if_changed(src: str, dst: str) -> None:
-    """Copy through a temporary name, so a reader of the run (or a kill) never sees a half-written
-    vocabulary; a resume leaves an identical copy alone."""
-    if os.path.exists(dst) and file_sha256(dst) == file_sha256(src):
-        return
-    with atomic_path(dst) as tmp:
-        shutil.copyfile(src, tmp)
 
 
 def pretrain(cfg: PretrainConfig, run_dir: str) -> dict[str, Any]:

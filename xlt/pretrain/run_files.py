@@ -1,0 +1,70 @@
+"""What a pretraining run writes beside its checkpoints, and how it hears SIGTERM.
+
+A run directory must describe itself: the vocabulary and BPE codes later stages segment new text
+with, the tokenizer settings, the resolved config and the checksums of the stores it read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import threading
+from typing import Any, Iterator, Mapping
+
+from xlt.data.store import TokenStore
+from xlt.text.tokenize import TokenizerConfig
+from xlt.utils.errors import XltError
+from xlt.utils.rundir import write_run_description
+from xlt.utils.textio import atomic_path, file_sha256, write_json
+
+STORE_HEADER_KEYS = ("vocab_sha256", "n_sentences", "n_tokens", "source_sha256", "unk_rate")
+
+
+def describe_run(run_dir: str, resolved: dict[str, Any], vocab_path: str, vocab_sha256: str,
+                 codes: Mapping[str, str], tokenizers: Mapping[str, TokenizerConfig],
+                 stores: Mapping[str, Mapping[str, TokenStore]]) -> None:
+    """Copy what later stages need to treat new text exactly as in training, and write config.json.
+
+    ``stores`` maps a split ("train", "dev") to its stores by language.
+    """
+    copies = [(vocab_path, "vocab"), (vocab_path + ".langs.json", "vocab.langs.json")]
+    copies += [(path, f"codes.{lang}") for lang, path in codes.items()]
+    for src, dst in copies:
+        if os.path.exists(src):
+            copy_if_changed(src, os.path.join(run_dir, dst))
+        elif not src.endswith(".langs.json"):
+            raise XltError("no such file", src)
+    # Per language: the tokenizer settings (with the tokenizer library's version) and the codes file.
+    write_json(os.path.join(run_dir, "text.json"), {
+        lang: {**tok.to_dict(), "codes": f"codes.{lang}" if lang in codes else None}
+        for lang, tok in tokenizers.items()})
+    described = {f"{split}/{lang}": {"prefix": store.prefix,
+                                     **{k: store.header[k] for k in STORE_HEADER_KEYS if k in store.header}}
+                 for split, by_lang in stores.items() for lang, store in by_lang.items()}
+    write_run_description(run_dir, resolved, {"vocab_sha256": vocab_sha256, "stores": described})
+
+
+def copy_if_changed(src: str, dst: str) -> None:
+    """Copy through a temporary name, so a reader of the run (or a kill) never sees a half-written
+    vocabulary; a resume leaves an identical copy alone."""
+    if os.path.exists(dst) and file_sha256(dst) == file_sha256(src):
+        return
+    with atomic_path(dst) as tmp:
+        shutil.copyfile(src, tmp)
+
+
+@contextlib.contextmanager
+def sigterm_requested() -> Iterator[threading.Event]:
+    """An event set by SIGTERM while the block runs (the default handler would kill the process and
+    lose everything since the last checkpoint; a preempted GPU job usually gets a grace period)."""
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+        yield stop
+        return
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGTERM, previous)
