@@ -72,10 +72,16 @@ $(LF)/n%/data/stores.stamp: $(LF)/n%/data/codes $$(foreach l,$(LIU_ALL),$(W)/tex
 	$(call binarize,$(@D),$(@D),$(LIU_ALL))
 
 # ---- BERT: the scale's recipe, LIU_STEPS steps; bert-w20 reads 20-token windows with batches grown
-# to the same tokens per step (the paper keeps the data; a fixed step count then keeps the compute)
+# to the same tokens per step (the paper keeps the data; a fixed step count then keeps the compute).
+# Every step mixes as many one-language batches as there are languages, the scale's BATCH windows
+# shared among them: BERT's own code, which Liu et al. trained with, mixes languages within a batch,
+# and one language per step (XLM's) leaves a small model of three or more languages at the unigram
+# floor where mixing takes it below (measured, docs/reproduce.md).
+LIU_MIX   := $(words $(LIU_ALL))
+LIU_BATCH := $(shell echo $$(( ($(BATCH) + $(LIU_MIX) - 1) / $(LIU_MIX) )))
 liu_pretrain = $(PRETRAIN) --run-dir $(@D) --vocab $(<D)/vocab \
   $(foreach l,$(LIU_ALL),--codes $(l) $(<D)/codes.$(l) --train $(l) $(<D)/$(l).train --dev $(l) $(<D)/$(l).dev) \
-  --sharing default --select-on en $(PRETRAIN_ARGS)
+  --sharing default --select-on en --langs-per-step $(LIU_MIX) $(PRETRAIN_ARGS)
 $(LF)/n%/models/bert/finished: $(LF)/n%/data/stores.stamp
 	$(liu_pretrain)
 	touch $@
@@ -84,7 +90,8 @@ $(LF)/n%/models/bert-w20/finished: $(LF)/n%/data/stores.stamp
 	touch $@
 $(LF)/%/models/bert/finished $(LF)/%/models/bert-w20/finished: STEPS = $(LIU_STEPS)
 $(LF)/%/models/bert/finished $(LF)/%/models/bert-w20/finished: SHORT_STEPS = $(LIU_SHORT_STEPS)
-$(LF)/%/models/bert-w20/finished: BATCH := $(shell echo $$(( $(BATCH) * $(STREAM_LEN) / $(LIU_SHORT_WINDOW) )))
+$(LF)/%/models/bert/finished: BATCH := $(LIU_BATCH)
+$(LF)/%/models/bert-w20/finished: BATCH := $(shell echo $$(( $(LIU_BATCH) * $(STREAM_LEN) / $(LIU_SHORT_WINDOW) )))
 $(LF)/%/models/bert-w20/finished: STREAM_LEN = $(LIU_SHORT_WINDOW)
 
 # ---- static embeddings on the same BPE'd text ----------------------------------------------------

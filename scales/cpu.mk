@@ -3,7 +3,11 @@
 # rows only. Eight times the demo's pretraining tokens on all of the mirror's text, fuller task
 # data, three seeds: the scale at which the sharing ablation's differences should stand clear of
 # seed noise. Everything not set here is the demo's.
+# Liu et al.'s figures with the paper's four targets: five languages share each BERT, which leaves
+# the unigram floor after ~7,000 steps that mix them (measured at n=20,000, docs/reproduce.md)
+LIU_LANGS          ?= fr de ru zh
 include scales/demo.mk
+LIU_STEPS          := 10000
 DEV_BYTES          := 200000
 TRAIN_BYTES        := 1000000000  # everything the mirror has (en 30 MB, fr 17 MB)
 # pretraining: 40,000 steps of 1,024 tokens (41M tokens, ~70 min per row), a longer short phase
