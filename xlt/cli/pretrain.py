@@ -16,9 +16,9 @@ def pretrain(run_dir: str, **values) -> None:
     """Pretrain a bilingual or multilingual masked language model.
 
     One batch is one language, drawn with p proportional to (share of sentences)^alpha (one batch per
-    step, or --langs-per-step of them summed); 15% of tokens are predicted (80% <mask>, 10% kept,
-    10% random). Running the same command on an existing run
-    directory resumes it exactly. The same command runs under torchrun for several GPUs or nodes.
+    step, or --langs-per-step of them); 15% of tokens are predicted (80% <mask>, 10% kept, 10%
+    random). Running the same command on an existing run directory resumes it exactly. The same
+    command runs under torchrun for several GPUs or nodes.
 
     \b
     Example (the paper's Sep Emb + L1-3 row, small CPU model):

@@ -13,7 +13,8 @@ gradients are averaged over ranks and the batch language selects language-specif
 Emb). So build the sampler with the same ``seed`` on every rank (never add the rank to it) and call
 :meth:`LanguageSampler.next` the same number of times per step on every rank (once, or
 ``--langs-per-step`` times). The draw sequence depends only on ``(counts, alpha, seed)`` and the
-number of previous draws, so ranks stay in lockstep and a resumed run continues the sequence exactly (:meth:`state_dict` / :meth:`load_state_dict`).
+number of previous draws, so ranks stay in lockstep and a resumed run continues the sequence
+exactly (:meth:`state_dict` / :meth:`load_state_dict`).
 """
 
 from __future__ import annotations

@@ -50,9 +50,9 @@ class PretrainConfig:
     lang_alpha: float = help_field("language sampling: p(lang) proportional to (share of sentences)^alpha",
                                    default=0.7)
     langs_per_step: int = help_field(
-        "batches per optimizer step, each of one language drawn by the sampler, their gradients summed "
-        "(XLM: 1, one language per step; fairseq mixes languages within a step). Tokens per step grow with "
-        "it: divide --batch-size to keep them", default=1)
+        "batches per optimizer step, each of one language drawn by the sampler, one step on their mean "
+        "loss (XLM: 1, one language per step; fairseq and BERT mix languages within a step). Tokens per "
+        "step grow with it: divide --batch-size to keep them", default=1)
     max_sentences: Optional[int] = help_field("use only the first N training sentences of each language "
                                               "(Liu et al.'s data-size ablation)", default=None)
     random_within_language: Optional[bool] = help_field(
