@@ -5,8 +5,8 @@
 # seed noise. Everything not set here is the demo's.
 # Liu et al.'s figures with the paper's four targets: five languages share each BERT. Mixed in every
 # step, at n=4,000 it leaves the unigram floor with 5,000 of its 10,000 steps on 8-token windows and
-# stays on it with 2,500 (even after 20,000 steps); at n=20,000, 2,500 were enough (measured,
-# docs/reproduce.md; 5,000 there not measured)
+# stays on it with 2,500 (even after 20,000 steps); at n=20,000 both leave it, 5,000 further
+# (measured, docs/reproduce.md)
 LIU_LANGS          ?= fr de ru zh
 include scales/demo.mk
 LIU_STEPS          := 10000
