@@ -88,6 +88,7 @@ def test_zero_shot_grid_end_to_end(world, tmp_path):
     results = json.loads((out / "results.json").read_text())
     assert results["complete"] and results["source"] == "en" and results["targets"] == ["fr"]
     assert len(results["runs"]) == 4 and len(run_files(out)) == 4
+    assert results["encoder_parameters"] == Experiment(config(world, tmp_path / "again")).encoder_parameters()
     for run in results["runs"]:
         assert len(run["dev_curve"]) == 2 and run["source_dev"] == max(run["dev_curve"])
         assert set(run["results"]["plain"]) == {"en", "fr"}
@@ -105,6 +106,18 @@ def test_zero_shot_grid_end_to_end(world, tmp_path):
     for lang in ("en", "fr"):
         assert run["results"]["plain"][lang]["test"]["accuracy"] == pytest.approx(
             brute_force_accuracy(world, out / run["dir"], lang, "test"))
+
+
+def test_results_count_the_encoder_parameters_fine_tuning_freezes(world, tmp_path):
+    """The report compares a row's English score with the control's only when the row froze no more."""
+    exp = Experiment(config(world, tmp_path / "out"))
+    encoder = exp.pretrained.model.encoder
+    total = sum(p.numel() for p in encoder.parameters())
+    specific = sum(p.numel() for _, p in encoder.language_specific_parameters())
+    assert specific > 0 and exp.encoder_parameters() == {"trained": total - specific, "frozen": specific}
+    bottom = Experiment(config(world, tmp_path / "out1", freeze_bottom=1)).encoder_parameters()
+    layer0 = sum(p.numel() for n, p in encoder.named_parameters() if n.startswith("layers.0.") and "by_lang" not in n)
+    assert bottom["trained"] + bottom["frozen"] == total and bottom["frozen"] > specific + layer0
 
 
 def test_frozen_parameters_do_not_change(world, tmp_path):

@@ -42,7 +42,7 @@ from xlt.finetune.ordering import ExampleSizes, evaluation_order, example_sizes,
 from xlt.finetune.records import RunIdentity, RunRecord
 from xlt.finetune.runfiles import RunFiles
 from xlt.finetune.task import Batch, Task
-from xlt.finetune.trainer import RunTrainer, SourceData
+from xlt.finetune.trainer import RunTrainer, SourceData, frozen_parameter_names
 from xlt.model.hf import layer_output_modules
 from xlt.model.interventions import LayerMap, TargetShift, load_map, load_shift
 from xlt.pretrain.pretrained import PretrainedRun
@@ -248,6 +248,18 @@ class Experiment:
                                                             self.labels, self.cfg.eval_batch_size, self.max_len)]
         return s.batches
 
+    def encoder_parameters(self) -> dict[str, int]:
+        """How many encoder parameters every run of this command trains and how many it freezes (the
+        language-specific copies, as the paper's protocol does, and ``--freeze-bottom``'s layers).
+        The report compares a row's English score with the untrained control's only when the row
+        froze no more than the control did: fewer trained parameters cap the English score."""
+        encoder = self.pretrained.model.encoder
+        frozen = frozen_parameter_names(encoder, self.cfg.freeze_bottom)
+        counts = {"trained": 0, "frozen": 0}
+        for name, param in encoder.named_parameters():
+            counts["frozen" if name in frozen else "trained"] += param.numel()
+        return counts
+
     def data_files(self) -> dict[str, dict[str, str]]:
         """Every split's file and checksum, as config.json's inputs and results.json's data name them."""
         return {f"{s.split}_{s.lang}": {"path": s.path, "sha256": s.sha256} for s in self.splits.values()}
@@ -348,7 +360,7 @@ def finetune(cfg: FinetuneConfig, on_epoch_end: Optional[Callable[[dict[str, Any
     results = {"format": RESULTS_FORMAT, "task": cfg.task, "model": exp.model_source,
                "model_identity": exp.model_identity, "source": exp.source, "targets": exp.targets,
                "complete": counts["done"] == len(grid), "counts": counts,
-               "data": exp.data_files(),
+               "encoder_parameters": exp.encoder_parameters(), "data": exp.data_files(),
                "test_time": {"lang_embedding_at_test": cfg.lang_embedding_at_test,
                              "maps": {t: {"layer": m.layer, "identity": m.identity} for t, m in exp.maps.items()},
                              "shifts": {t: {"layer": m.layer, "identity": m.identity, "alphas": cfg.shift_alpha}

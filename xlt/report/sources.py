@@ -106,7 +106,9 @@ def finetune_score(path: str, lang: str, variant: str = "plain", split: str = "t
     if not data.get("complete", True):
         total = sum(counts.values()) if counts else "?"
         note = f"incomplete grid: {counts.get('done', '?')} of {total} runs done"
-    return Reading(value=value, note=note, extra={"std": std, "n_seeds": n, "metric": summary.get("metric")})
+    frozen = (data.get("encoder_parameters") or {}).get("frozen")
+    return Reading(value=value, note=note, extra={"std": std, "n_seeds": n, "metric": summary.get("metric"),
+                                                  "frozen_parameters": frozen, "model": data.get("model")})
 
 
 def baseline_score(path: str, lang: str, loaded: Optional[Loaded] = None) -> Reading:
@@ -148,21 +150,37 @@ def shift_alphas(path: str, lang: str) -> Reading:
 LEARNED_SHARE = 0.9
 
 
-def plateau_reason(run_dir: str, step: Optional[int], languages: list[str]) -> Optional[str]:
-    """Why an xlt pretraining run read at ``step`` cannot speak for a finding: its dev perplexity in
-    one of ``languages`` is not below :data:`LEARNED_SHARE` of the unigram floor recorded beside it
-    (``xlt pretrain`` writes ``valid_<lang>_unigram_ppl``). None when it learned, or when the run
-    recorded no floor (runs made before it did) or is not an xlt run."""
-    path = os.path.join(run_dir, "metrics.jsonl")
+def unigram_fit(run_dir: str, lang: str, step: Optional[int] = None) -> Optional[tuple[float, float, int]]:
+    """(dev perplexity, unigram floor, step) of an xlt pretraining run in ``lang`` at ``step`` (the
+    last evaluation when None); None when the run recorded no floor there (runs made before
+    ``xlt pretrain`` wrote ``valid_<lang>_unigram_ppl``) or is not an xlt run."""
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(os.path.join(run_dir, "metrics.jsonl"), encoding="utf-8") as f:
             records = [json.loads(line) for line in f if '"valid_' in line]
     except (OSError, ValueError):
         return None
     record = next((r for r in reversed(records) if step is None or r.get("step") == step), None)
-    for lang in languages if record else []:
-        ppl, floor = record.get(f"valid_{lang}_mlm_ppl"), record.get(f"valid_{lang}_unigram_ppl")
-        if ppl is not None and floor is not None and not ppl < LEARNED_SHARE * floor:
+    if not isinstance(record, dict):
+        return None
+    ppl, floor = record.get(f"valid_{lang}_mlm_ppl"), record.get(f"valid_{lang}_unigram_ppl")
+    if not isinstance(ppl, (int, float)) or not isinstance(floor, (int, float)):
+        return None
+    return float(ppl), float(floor), int(record.get("step", 0))
+
+
+def left_plateau(fit: tuple[float, float, int]) -> bool:
+    ppl, floor, _ = fit
+    return ppl < LEARNED_SHARE * floor
+
+
+def plateau_reason(run_dir: str, step: Optional[int], languages: list[str]) -> Optional[str]:
+    """Why an xlt pretraining run read at ``step`` cannot speak for a finding: its dev perplexity in
+    one of ``languages`` is not below :data:`LEARNED_SHARE` of the unigram floor recorded beside it.
+    None when it learned, or when the run recorded no floor (:func:`unigram_fit`)."""
+    for lang in languages:
+        fit = unigram_fit(run_dir, lang, step)
+        if fit is not None and not left_plateau(fit):
+            ppl, floor, at = fit
             return (f"{run_dir} did not leave the unigram plateau: {lang} dev perplexity {ppl:,.0f} against "
-                    f"the unigram floor's {floor:,.0f} at step {record['step']:,}")
+                    f"the unigram floor's {floor:,.0f} at step {at:,}")
     return None

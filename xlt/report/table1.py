@@ -27,7 +27,7 @@ from typing import Any, Optional, Sequence
 from xlt.report import paper as paper_numbers
 from xlt.report.render import Cell, ReportTable
 from xlt.report.sources import (BASELINES_FORMAT, FINETUNE_FORMAT, Reading, baseline_score, finetune_score, load_json,
-                                missing_reason)
+                                missing_reason, unigram_fit)
 # The findings' constants and helpers are part of this module's interface (liu.py and the tests use them).
 from xlt.report.table1_findings import (BASELINES, CHANCE, CONTROL, FEW_POINTS, MIN_MARGIN, TASKS,  # noqa: F401
                                         EnglishScores, Values, findings, mean)
@@ -82,6 +82,21 @@ def collect(results_dir: str, rows: Sequence[Row], languages: Sequence[str]) -> 
                 readings[row.key, task, lang], english_readings[row.key, task, lang] = target, source
                 values[row.key][task][lang], english[row.key][task][lang] = target.value, source.value
     return values, readings, english, english_readings
+
+
+def frozen_more(english_readings: dict) -> dict:
+    """The English cells whose fine-tuning froze more encoder parameters than the control's of the
+    same task and pair, each with its pretraining run's English fit (:class:`EnglishScores`)."""
+    out = {}
+    for (row, task, lang), reading in english_readings.items():
+        control = english_readings.get((CONTROL, task, lang))
+        if row in (CONTROL, BASELINES) or not reading.extra or not control or not control.extra:
+            continue
+        mine, theirs = reading.extra.get("frozen_parameters"), control.extra.get("frozen_parameters")
+        if isinstance(mine, int) and isinstance(theirs, int) and mine > theirs:
+            model = reading.extra.get("model")
+            out[row, task, lang] = unigram_fit(model, SOURCE) if isinstance(model, str) else None
+    return out
 
 
 def paper_values(data: dict, languages: Sequence[str]) -> Values:
@@ -164,5 +179,6 @@ def build(results_dir: str, languages: Sequence[str], numbers: Optional[dict] = 
     names = {task: sorted({r.extra["baseline"] for (row, t, _), r in english_readings.items()
                            if row == BASELINES and t == task and r.extra})
              for task, _ in TASKS}
-    table.findings = findings(values, paper_values(data, languages), EnglishScores(english_values, names))
+    english = EnglishScores(english_values, names, frozen_more(english_readings))
+    table.findings = findings(values, paper_values(data, languages), english)
     return table

@@ -13,9 +13,10 @@ uses the languages where both have a score, and is inconclusive only when there 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from xlt.report.findings import Finding, Inconclusive, Verdict, check, decide
+from xlt.report.sources import LEARNED_SHARE, left_plateau
 
 TASKS = (("xnli", "XNLI (acc)"), ("ner", "NER (F1)"), ("parse", "Parsing (LAS)"))
 # Scores of a model that learned nothing: three balanced XNLI classes; no NER span or labelled arc.
@@ -34,13 +35,23 @@ CONTROL, BASELINES = "control", "baselines"    # the reference rows' keys (their
 Values = dict[str, dict[str, dict[str, Optional[float]]]]
 
 
+Cell = tuple[str, str, str]   # (row, task, lang)
+Fit = tuple[float, float, int]   # an English dev perplexity, the unigram floor, the step
+
+
 @dataclass
 class EnglishScores:
     """The English (source) test scores of every row (one per pair's model), and which baselines
-    are the best ones behind the baseline row's cells (task -> names)."""
+    are the best ones behind the baseline row's cells (task -> names).
+
+    ``frozen_more``: the cells whose fine-tuning froze encoder parameters that the control's trained
+    (the separated rows: the paper fine-tunes only their shared layers), each with its pretraining
+    run's English fit (None where the run recorded no unigram floor). Fewer trained parameters cap
+    their English score, so it is not compared with the control's."""
 
     values: Values = field(default_factory=dict)
     baselines: dict[str, list[str]] = field(default_factory=dict)
+    frozen_more: dict[Cell, Optional[Fit]] = field(default_factory=dict)
 
 
 def mean(values: Sequence[float]) -> float:
@@ -73,35 +84,62 @@ def only(values: Values, task: str, langs: list[str]) -> str:
 
 @dataclass
 class Usable:
-    """The tasks on which Default transfers (margin over a reference), and a note on those left out."""
+    """The tasks on which Default transfers (margin over a reference), and notes on those left out:
+    Default near the reference, or a task some compared row has no score on (not run)."""
 
     margins: dict[str, float]
-    skipped: str
+    skipped: list[str] = field(default_factory=list)
 
     def tasks(self) -> list[str]:
         return list(self.margins)
 
+    def common(self, values: Values, task: str, *rows: str) -> Optional[list[str]]:
+        """:func:`common`, or None with a note when no language has all of ``rows`` on ``task``."""
+        try:
+            return common(values, task, *rows)
+        except Inconclusive as reason:
+            self.skipped.append(f"left out: {reason}")
+            return None
+
+    def require(self, compared: Sequence[Any]) -> None:
+        """Inconclusive when a rule found nothing to compare on any usable task."""
+        if not compared:
+            raise Inconclusive("; ".join(self.skipped) or "nothing to compare")
+
     def detail(self, text: str) -> str:
-        return text + (f" ({self.skipped})" if self.skipped else "")
+        return text + (f" ({'; '.join(self.skipped)})" if self.skipped else "")
 
 
-def usable_tasks(margins: dict[str, float], reference: str, needs_all: bool = False) -> Usable:
+def usable_tasks(margins: dict[str, float], reference: str, needs_all: bool = False,
+                 missing: Sequence[str] = ()) -> Usable:
     """The tasks where Default's margin over ``reference`` is at least MIN_MARGIN: on the others every
     row is near the reference and differences are noise, so a claim is checked on the usable tasks
-    only (all of them with ``needs_all``); Inconclusive when none (or not all) are usable."""
+    only (all of them with ``needs_all``); Inconclusive when none (or not all) are usable. ``missing``:
+    tasks without the scores for a margin (not run), left out with a note."""
     weak = [f"{task} {m:+.1f}" for task, m in margins.items() if m < MIN_MARGIN]
-    skipped = f"left out: Default within {MIN_MARGIN:g} points of {reference} on {', '.join(weak)}" if weak else ""
+    skipped = [f"left out: Default within {MIN_MARGIN:g} points of {reference} on {', '.join(weak)}"] if weak else []
+    skipped += [f"left out: no {', '.join(missing)} results"] if missing else []
     usable = {task: m for task, m in margins.items() if m >= MIN_MARGIN}
+    if needs_all and missing:
+        raise Inconclusive(f"no {', '.join(missing)} results")
     if not usable or (needs_all and weak):
         raise Inconclusive(f"Default is within {MIN_MARGIN:g} points of {reference} ({', '.join(weak)}), so "
-                           "differences between rows are noise")
+                           "differences between rows are noise" + (f" ({skipped[-1]})" if missing else ""))
     return Usable(usable, skipped)
 
 
 def transfers(values: Values, needs_all: bool = False) -> Usable:
-    """The tasks where Default is at least MIN_MARGIN over chance (see :func:`usable_tasks`)."""
-    margins = {task: task_mean(values, "default", task) - CHANCE[task] for task, _ in TASKS}
-    return usable_tasks(margins, "chance", needs_all)
+    """The tasks where Default is at least MIN_MARGIN over chance (see :func:`usable_tasks`); tasks
+    Default has no score on are left out with a note."""
+    margins, missing = {}, []
+    for task, _ in TASKS:
+        try:
+            margins[task] = task_mean(values, "default", task) - CHANCE[task]
+        except Inconclusive:
+            missing.append(task)
+    if not margins:
+        raise Inconclusive("default has no score on any task")
+    return usable_tasks(margins, "chance", needs_all, missing)
 
 
 # ---- the paper's claims ----------------------------------------------------------------------------
@@ -109,8 +147,10 @@ def no_anchors_close(values: Values) -> Verdict:
     usable = transfers(values)
     gaps = {}
     for task in usable.tasks():
-        langs = common(values, task, "default", "no-anchors")
+        if (langs := usable.common(values, task, "default", "no-anchors")) is None:
+            continue
         gaps[task] = task_mean(values, "no-anchors", task, langs) - task_mean(values, "default", task, langs)
+    usable.require(gaps)
     detail = ", ".join(f"{t} {g:+.1f}" for t, g in gaps.items())
     return decide(all(g >= -FEW_POINTS for g in gaps.values()), usable.detail(f"No anchors - Default: {detail}"))
 
@@ -119,11 +159,13 @@ def sep_emb_l16_collapses(values: Values) -> Verdict:
     usable = transfers(values)
     lost = {}
     for task in usable.tasks():
-        langs = common(values, task, "default", "sep-emb+l1-6")
+        if (langs := usable.common(values, task, "default", "sep-emb+l1-6")) is None:
+            continue
         default = task_mean(values, "default", task, langs)
         # Default's margin over the same languages: dividing by its margin over all of its languages
         # would misjudge a row that lacks some of them.
         lost[task] = (default - task_mean(values, "sep-emb+l1-6", task, langs)) / (default - CHANCE[task])
+    usable.require(lost)
     detail = ", ".join(f"{t} {100 * f:.0f}%" for t, f in lost.items())
     return decide(all(f >= 0.5 for f in lost.values()),
                   usable.detail(f"share of Default's margin over chance lost: {detail}"))
@@ -136,11 +178,17 @@ def sep_emb_l16_collapses_vs_control(values: Values) -> Verdict:
     if not any(v is not None for cells in values.get(CONTROL, {}).values() for v in cells.values()):
         raise Inconclusive("no No pretraining (control) results")
     rows = ("default", CONTROL, "sep-emb+l1-6")
-    means = {}
+    means, missing = {}, []
     for task, _ in TASKS:
-        langs = common(values, task, *rows)
+        try:
+            langs = common(values, task, *rows)
+        except Inconclusive:
+            missing.append(task)
+            continue
         means[task] = [task_mean(values, row, task, langs) for row in rows]
-    usable = usable_tasks({task: d - c for task, (d, c, _) in means.items()}, "No pretraining")
+    if not means:
+        raise Inconclusive(f"no language has scores for all of {', '.join(rows)} on any task")
+    usable = usable_tasks({task: d - c for task, (d, c, _) in means.items()}, "No pretraining", missing=missing)
     lost = {task: (means[task][0] - means[task][2]) / margin for task, margin in usable.margins.items()}
     detail = ", ".join(f"{t} {100 * f:.0f}%" for t, f in lost.items())
     return decide(all(f >= 0.5 for f in lost.values()),
@@ -151,21 +199,30 @@ def deeper_separation_hurts(values: Values) -> Verdict:
     usable = transfers(values)
     chains = (("sep-l1-3", "sep-l1-6"), ("sep-emb", "sep-emb+l1-3", "sep-emb+l1-6"))
     broken = []
+    compared = []
     for task in usable.tasks():
         for chain in chains:
-            langs = common(values, task, *chain)
+            if (langs := usable.common(values, task, *chain)) is None:
+                continue
             means = [task_mean(values, row, task, langs) for row in chain]
+            compared.append(f"{task}: " + " > ".join(f"{r} {m:.1f}" for r, m in zip(chain, means)))
             if any(a <= b for a, b in zip(means, means[1:])):
                 broken.append(f"{task}: " + ", ".join(f"{r} {m:.1f}" for r, m in zip(chain, means)) + " (not decreasing)")
-    return decide(not broken, usable.detail("; ".join(broken) or "every chain decreases on every task"))
+    usable.require(compared)
+    if broken:
+        return decide(False, usable.detail("; ".join(broken)))
+    return decide(True, usable.detail("every chain decreases on every task" if len(compared) == 2 * len(usable.tasks())
+                                      else "; ".join(compared)))
 
 
 def extra_anchors_help(values: Values) -> Verdict:
     usable = transfers(values)
     diffs = []
     for task in usable.tasks():
-        langs = common(values, task, "extra-anchors", "default-anchors")
+        if (langs := usable.common(values, task, "extra-anchors", "default-anchors")) is None:
+            continue
         diffs.append(task_mean(values, "extra-anchors", task, langs) - task_mean(values, "default-anchors", task, langs))
+    usable.require(diffs)
     gain = mean(diffs)
     return decide(gain > 0, usable.detail(f"Extra anchors - Default anchors, mean over tasks: {gain:+.2f}"))
 
@@ -227,18 +284,28 @@ def decide_unless_tied(difference: float, detail: str) -> Verdict:
 
 
 # ---- rows that did not learn their source language ---------------------------------------------------
-def unlearned(english: EnglishScores) -> dict[tuple[str, str, str], str]:
-    """(row, task, lang) -> why: the pretrained rows whose en-lang model does not beat the No
-    pretraining control by TIE on the ENGLISH test set of a task. Their zero-shot cell cannot show
-    what sharing or anchors do: a model that did not learn English transfers nothing whatever its
-    architecture (the demo's Sep Emb rows: English stays at the unigram plateau, see
-    docs/reproduce.md). Rows without English scores are not judged."""
+def unlearned(english: EnglishScores) -> dict[Cell, str]:
+    """(row, task, lang) -> why: the pretrained rows whose en-lang model did not learn English, so
+    that their zero-shot cell cannot show what sharing or anchors do (a model that did not learn
+    English transfers nothing whatever its architecture: the demo's Sep Emb rows, docs/reproduce.md).
+
+    A row fine-tuned as the control is (the same parameters trained) must beat the No pretraining
+    control by TIE on the English test set of the task. A row whose fine-tuning froze parameters the
+    control's trained is judged by its pretraining instead: its English dev perplexity must be below
+    LEARNED_SHARE of the unigram floor (by its English score when the run recorded no floor). Rows
+    without English scores are not judged."""
     values, out = english.values, {}
     for row, tasks in values.items():
         if row in (CONTROL, BASELINES):
             continue
         for task, cells in tasks.items():
             for lang, score in cells.items():
+                fit = english.frozen_more.get((row, task, lang))
+                if fit is not None:
+                    if not left_plateau(fit):
+                        out[(row, task, lang)] = (f"{row} {task} {lang} (English dev perplexity {fit[0]:,.0f}, not "
+                                                  f"below {LEARNED_SHARE:g} x the unigram floor's {fit[1]:,.0f})")
+                    continue
                 floor = values.get(CONTROL, {}).get(task, {}).get(lang)
                 if score is not None and floor is not None and score < floor + TIE:
                     out[(row, task, lang)] = f"{row} {task} {lang} (English {score:.1f} vs {floor:.1f})"
@@ -251,13 +318,22 @@ def without_unlearned(values: Values, gaps: dict[tuple[str, str, str], str]) -> 
                   for task, cells in tasks.items()} for row, tasks in values.items()}
 
 
-def gated(rule: Callable[[Values], Verdict], gaps: dict[tuple[str, str, str], str],
-          rows: Sequence[str]) -> Callable[[Values], Verdict]:
-    """``rule`` on the values without the unlearned cells of ``rows`` (and Default's), naming them."""
+def gated(rule: Callable[[Values], Verdict], gaps: dict[Cell, str], rows: Sequence[str],
+          frozen_more: Optional[dict[Cell, Optional[Fit]]] = None) -> Callable[[Values], Verdict]:
+    """``rule`` on the values without the unlearned cells of ``rows`` (and Default's), naming them,
+    and naming the rows of ``rows`` kept on their pretraining's perplexity (``frozen_more``)."""
     gaps = {cell: why for cell, why in gaps.items() if cell[0] in ("default", *rows)}
-    if not gaps:
+    kept = sorted({cell[0] for cell, fit in (frozen_more or {}).items()
+                   if cell[0] in rows and fit is not None and cell not in gaps})
+    notes = []
+    if gaps:
+        notes.append("left out, English not learned: " + "; ".join(gaps.values()))
+    if kept:
+        notes.append(f"{', '.join(kept)}: judged learned by English dev perplexity below {LEARNED_SHARE:g} x the "
+                     "unigram floor, not by English score (fine-tuned with the language-specific layers frozen)")
+    if not notes:
         return rule
-    note = "left out, English not above No pretraining's: " + "; ".join(gaps.values())
+    note = "; ".join(notes)
 
     def run(values: Values) -> Verdict:
         try:
@@ -274,12 +350,14 @@ def findings(ours: Values, paper: Values, english: Optional[EnglishScores] = Non
     On xlt's numbers the claims skip every cell whose model did not learn English (:func:`unlearned`);
     the paper prints no English scores, so its numbers are taken as they are."""
     gaps = unlearned(english) if english else {}
+    frozen = english.frozen_more if english else {}
     checked = []
     for claim, rule, rows in CLAIMS:
         theirs = check(claim, rule, paper, None)
-        checked.append(replace(check(claim, gated(rule, gaps, rows), ours, None),
+        checked.append(replace(check(claim, gated(rule, gaps, rows, frozen), ours, None),
                                paper_verdict=theirs.verdict, paper_detail=theirs.detail))
-    checked.append(check(CONTROL_CLAIM, gated(sep_emb_l16_collapses_vs_control, gaps, ("sep-emb+l1-6",)), ours, None))
+    checked.append(check(CONTROL_CLAIM, gated(sep_emb_l16_collapses_vs_control, gaps, ("sep-emb+l1-6",), frozen),
+                         ours, None))
     checked += [check(f"Pretraining beats no pretraining on {title}: Default > No pretraining, zero-shot "
                       "(mean over languages).", pretraining_helps(task), ours, None) for task, title in TASKS]
     checked += [check(f"Fine-tuning beats the best trivial baseline on English {title}: Default > the best "
