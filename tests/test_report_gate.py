@@ -93,7 +93,7 @@ def test_a_row_that_froze_more_than_the_control_is_judged_by_its_pretraining():
     english.frozen_more = {c: PLATEAU_FIT for c in cells}
     english.values["sep-emb+l1-6"] = english_scores(80.0, 40.0).values["sep-emb+l1-6"]
     assert unlearned(english)[("sep-emb+l1-6", "ner", "fr")] == (
-        "sep-emb+l1-6 ner fr (English dev perplexity 1,215, not below 0.9 x the unigram floor's 1,278)")
+        "sep-emb+l1-6 en-fr model (English dev perplexity 1,215, not below 0.9 x the unigram floor's 1,278)")
     # no floor recorded: its English score against the control's, as for every other row
     english = english_scores(80.0, 40.0, sep_emb_l1_6=35.0)
     english.frozen_more = {c: None for c in cells}
@@ -149,7 +149,8 @@ def test_the_report_reads_frozen_counts_and_the_pretraining_floor_from_the_files
     # directory), so its English 72.3 is read against the control's 69.9 and it is kept.
     separation = found[SEPARATION]
     assert separation.verdict == INCONCLUSIVE
-    assert "sep-l1-6 parse fr (English dev perplexity 1,250, not below 0.9" in separation.detail
+    # named once for the model, not once per task
+    assert separation.detail.count("sep-l1-6 en-fr model (English dev perplexity 1,250, not below 0.9") == 1
     assert "sep-l1-3 parse fr" not in separation.detail
 
 

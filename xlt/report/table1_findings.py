@@ -303,8 +303,9 @@ def unlearned(english: EnglishScores) -> dict[Cell, str]:
                 fit = english.frozen_more.get((row, task, lang))
                 if fit is not None:
                     if not left_plateau(fit):
-                        out[(row, task, lang)] = (f"{row} {task} {lang} (English dev perplexity {fit[0]:,.0f}, not "
-                                                  f"below {LEARNED_SHARE:g} x the unigram floor's {fit[1]:,.0f})")
+                        # one reason for the pair's model, whatever the task (gated() names it once)
+                        out[(row, task, lang)] = (f"{row} en-{lang} model (English dev perplexity {fit[0]:,.0f}, "
+                                                  f"not below {LEARNED_SHARE:g} x the unigram floor's {fit[1]:,.0f})")
                     continue
                 floor = values.get(CONTROL, {}).get(task, {}).get(lang)
                 if score is not None and floor is not None and score < floor + TIE:
@@ -327,7 +328,7 @@ def gated(rule: Callable[[Values], Verdict], gaps: dict[Cell, str], rows: Sequen
                    if cell[0] in rows and fit is not None and cell not in gaps})
     notes = []
     if gaps:
-        notes.append("left out, English not learned: " + "; ".join(gaps.values()))
+        notes.append("left out, English not learned: " + "; ".join(dict.fromkeys(gaps.values())))
     if kept:
         notes.append(f"{', '.join(kept)}: judged learned by English dev perplexity below {LEARNED_SHARE:g} x the "
                      "unigram floor, not by English score (fine-tuned with the language-specific layers frozen)")
