@@ -121,7 +121,7 @@ def write_finetune(path, task: str, lang: str, target: float, en: float, frozen:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"format": "xlt-finetune-results/1", "task": task, "model": model, "source": "en",
                                 "targets": [lang], "complete": True, "counts": {"done": 1, "busy": 0, "failed": 0},
-                                "encoder_parameters": {"trained": 1000, "frozen": frozen},
+                                "encoder_parameters": {"trained": 1_000_000 - frozen, "frozen": frozen},
                                 "summary": summarize([run], metric, "en", [lang]), "runs": [run]}))
 
 
@@ -135,13 +135,19 @@ def test_the_report_reads_frozen_counts_and_the_pretraining_floor_from_the_files
             + json.dumps({"step": 20000, "valid_en_mlm_ppl": ppl, "valid_fr_mlm_ppl": 80.0,
                           "valid_en_unigram_ppl": 1278.0, "valid_fr_unigram_ppl": 1274.0, "best_step": 20000}) + "\n")
     # The cpu scale's parsing numbers (docs/reproduce.md); XNLI at chance (Default does not transfer: skipped)
-    scores = {"default": (8.8, 74.4, 0), "control": (2.6, 69.9, 0), "sep-emb+l1-6": (0.2, 48.4, 300),
-              "sep-l1-6": (1.9, 67.5, 200), "sep-l1-3": (8.5, 72.3, 100)}
+    scores = {"default": (8.8, 74.4, 0), "control": (2.6, 69.9, 0), "sep-emb+l1-6": (0.2, 48.4, 950_000),
+              "sep-l1-6": (1.9, 67.5, 400_000), "sep-l1-3": (8.5, 72.3, 200_000)}
     for row, (fr, en, frozen) in scores.items():
         for task, target in (("parse", fr), ("ner", 4 * fr), ("xnli", 33.4)):
             write_finetune(tmp_path / "table1" / row / "en-fr" / task / "results.json", task, "fr", target, en,
                            frozen, str(models.get(row, tmp_path / "models" / "none")))
     t = table1.build(str(tmp_path / "table1"), ["fr"])
+    english = dict(t.sections[0].rows)
+    labels = [group for group, _ in t.sections[0].columns]
+    parse = english["Sep Emb + L1-6"][labels.index("Parsing (LAS)")]
+    assert parse.value == 48.4 and parse.note == ("fine-tuned with its language-specific layers frozen (trained "
+                                                  "0.05M of 1.00M encoder parameters; the control 1.00M of 1.00M)")
+    assert english["Default"][labels.index("Parsing (LAS)")].note is None
     found = {f.claim.split(":")[0]: f for f in t.findings}
     collapse = found["Sep Emb + L1-6 falls towards no pretraining"]
     assert collapse.verdict == HOLDS and "sep-emb+l1-6: judged learned by English dev perplexity" in collapse.detail

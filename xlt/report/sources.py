@@ -106,9 +106,10 @@ def finetune_score(path: str, lang: str, variant: str = "plain", split: str = "t
     if not data.get("complete", True):
         total = sum(counts.values()) if counts else "?"
         note = f"incomplete grid: {counts.get('done', '?')} of {total} runs done"
-    frozen = (data.get("encoder_parameters") or {}).get("frozen")
+    parameters = data.get("encoder_parameters")
     return Reading(value=value, note=note, extra={"std": std, "n_seeds": n, "metric": summary.get("metric"),
-                                                  "frozen_parameters": frozen, "model": data.get("model")})
+                                                  "encoder_parameters": parameters if isinstance(parameters, dict) else {},
+                                                  "model": data.get("model")})
 
 
 def baseline_score(path: str, lang: str, loaded: Optional[Loaded] = None) -> Reading:

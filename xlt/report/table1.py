@@ -86,16 +86,22 @@ def collect(results_dir: str, rows: Sequence[Row], languages: Sequence[str]) -> 
 
 def frozen_more(english_readings: dict) -> dict:
     """The English cells whose fine-tuning froze more encoder parameters than the control's of the
-    same task and pair, each with its pretraining run's English fit (:class:`EnglishScores`)."""
+    same task and pair, each with its pretraining run's English fit (:class:`EnglishScores`); their
+    readings get a note saying so, for the English table."""
     out = {}
     for (row, task, lang), reading in english_readings.items():
         control = english_readings.get((CONTROL, task, lang))
         if row in (CONTROL, BASELINES) or not reading.extra or not control or not control.extra:
             continue
-        mine, theirs = reading.extra.get("frozen_parameters"), control.extra.get("frozen_parameters")
-        if isinstance(mine, int) and isinstance(theirs, int) and mine > theirs:
+        mine, theirs = reading.extra.get("encoder_parameters", {}), control.extra.get("encoder_parameters", {})
+        if isinstance(mine.get("frozen"), int) and isinstance(theirs.get("frozen"), int) \
+                and mine["frozen"] > theirs["frozen"]:
             model = reading.extra.get("model")
             out[row, task, lang] = unigram_fit(model, SOURCE) if isinstance(model, str) else None
+            trained = [f"{p.get('trained', 0) / 1e6:.2f}M of {(p.get('trained', 0) + p['frozen']) / 1e6:.2f}M"
+                       for p in (mine, theirs)]
+            reading.note = "; ".join(filter(None, [reading.note, f"fine-tuned with its language-specific layers frozen "
+                                                   f"(trained {trained[0]} encoder parameters; the control {trained[1]})"]))
     return out
 
 
@@ -175,10 +181,10 @@ def build(results_dir: str, languages: Sequence[str], numbers: Optional[dict] = 
     table.remarks = [f"Test scores: {', '.join(t for t, _ in TASKS)} = accuracy, span F1, LAS; mean of the best "
                      f"two fine-tuning settings over seeds (one setting: that setting). {AVERAGE} = mean over "
                      "languages, as the paper's column.", REFERENCES]
-    table.sections = [english_table(rows, english_readings, english_values, languages)]
     names = {task: sorted({r.extra["baseline"] for (row, t, _), r in english_readings.items()
                            if row == BASELINES and t == task and r.extra})
              for task, _ in TASKS}
-    english = EnglishScores(english_values, names, frozen_more(english_readings))
+    english = EnglishScores(english_values, names, frozen_more(english_readings))  # notes the readings: first
+    table.sections = [english_table(rows, english_readings, english_values, languages)]
     table.findings = findings(values, paper_values(data, languages), english)
     return table
