@@ -59,8 +59,8 @@ DEVICE             := cpu      # extract, cka, align, shift-decode (fine-tuning 
 # 4 BERTs + 8 static files, XNLI per model, MRR per model and language. 1:50 of the paper's sizes.
 # en-fr only here, as Table 1's demo, for time: a BERT of this size needs more steps the more
 # languages share it. The paper's four targets are what SCALE=cpu runs (LIU_LANGS="fr de ru zh"
-# LIU_STEPS=10000 LIU_SHORT_STEPS=5000): with every step mixing the five languages their BERTs leave
-# the unigram floor (measured, docs/reproduce.md), in about 20 minutes per BERT.
+# LIU_STEPS=20000 LIU_SHORT_STEPS=5000): with every step mixing the five languages their BERTs leave
+# the unigram floor (measured, docs/reproduce.md), in about 40 minutes per BERT.
 LIU_LANGS          ?= fr
 LIU_SIZES          := 4000 20000   # lines per language (the paper: 200k and 1000k sentences)
 LIU_DIM            := 64           # = the mini preset's d_model (the paper: 768)
