@@ -84,25 +84,41 @@ def collect(results_dir: str, rows: Sequence[Row], languages: Sequence[str]) -> 
     return values, readings, english, english_readings
 
 
+def freezing(readings: dict, cell: tuple[str, str, str]) -> Optional[tuple[dict, dict]]:
+    """(the cell's, the control's) ``encoder_parameters`` when the cell's fine-tuning froze more of
+    them than the control's of the same task and pair; None otherwise or when either is not recorded."""
+    row, task, lang = cell
+    control = readings.get((CONTROL, task, lang))
+    if row in (CONTROL, BASELINES) or not readings[cell].extra or not control or not control.extra:
+        return None
+    mine, theirs = readings[cell].extra.get("encoder_parameters", {}), control.extra.get("encoder_parameters", {})
+    if isinstance(mine.get("frozen"), int) and isinstance(theirs.get("frozen"), int) and mine["frozen"] > theirs["frozen"]:
+        return mine, theirs
+    return None
+
+
 def frozen_more(english_readings: dict) -> dict:
-    """The English cells whose fine-tuning froze more encoder parameters than the control's of the
-    same task and pair, each with its pretraining run's English fit (:class:`EnglishScores`); their
-    readings get a note saying so, for the English table."""
+    """The English cells whose fine-tuning froze more encoder parameters than the control's (:func:`freezing`),
+    each with its pretraining run's English fit (:class:`EnglishScores`); each run's metrics read once."""
+    fits: dict[str, Any] = {}
     out = {}
-    for (row, task, lang), reading in english_readings.items():
-        control = english_readings.get((CONTROL, task, lang))
-        if row in (CONTROL, BASELINES) or not reading.extra or not control or not control.extra:
-            continue
-        mine, theirs = reading.extra.get("encoder_parameters", {}), control.extra.get("encoder_parameters", {})
-        if isinstance(mine.get("frozen"), int) and isinstance(theirs.get("frozen"), int) \
-                and mine["frozen"] > theirs["frozen"]:
+    for cell, reading in english_readings.items():
+        if freezing(english_readings, cell):
             model = reading.extra.get("model")
-            out[row, task, lang] = unigram_fit(model, SOURCE) if isinstance(model, str) else None
-            trained = [f"{p.get('trained', 0) / 1e6:.2f}M of {(p.get('trained', 0) + p['frozen']) / 1e6:.2f}M"
-                       for p in (mine, theirs)]
-            reading.note = "; ".join(filter(None, [reading.note, f"fine-tuned with its language-specific layers frozen "
-                                                   f"(trained {trained[0]} encoder parameters; the control {trained[1]})"]))
+            if isinstance(model, str) and model not in fits:
+                fits[model] = unigram_fit(model, SOURCE)
+            out[cell] = fits.get(model) if isinstance(model, str) else None
     return out
+
+
+def freezing_note(readings: dict, cell: tuple[str, str, str]) -> Optional[str]:
+    """The English table's note on a cell fine-tuned with more frozen than the control."""
+    both = freezing(readings, cell)
+    if both is None:
+        return None
+    mine, theirs = (f"{p.get('trained', 0) / 1e6:.2f}M of {(p.get('trained', 0) + p['frozen']) / 1e6:.2f}M" for p in both)
+    return (f"fine-tuned with its language-specific layers frozen (trained {mine} encoder parameters; "
+            f"the control {theirs})")
 
 
 def paper_values(data: dict, languages: Sequence[str]) -> Values:
@@ -149,7 +165,8 @@ def english_table(rows: Sequence[Row], readings: dict, values: Values, languages
         for task, _ in TASKS:
             for lang in languages:
                 r = readings[row.key, task, lang]
-                cells.append(Cell(value=r.value, gap=r.gap, note=r.note))
+                note = "; ".join(filter(None, [r.note, freezing_note(readings, (row.key, task, lang))])) or None
+                cells.append(Cell(value=r.value, gap=r.gap, note=note))
             cells.append(mean_cell(values[row.key][task], languages))
         table.add_row(row.label, cells)
     table.remarks = ["Column en-L: the English test score of the row's en-L model, fine-tuned and selected on "
@@ -184,7 +201,7 @@ def build(results_dir: str, languages: Sequence[str], numbers: Optional[dict] = 
     names = {task: sorted({r.extra["baseline"] for (row, t, _), r in english_readings.items()
                            if row == BASELINES and t == task and r.extra})
              for task, _ in TASKS}
-    english = EnglishScores(english_values, names, frozen_more(english_readings))  # notes the readings: first
     table.sections = [english_table(rows, english_readings, english_values, languages)]
+    english = EnglishScores(english_values, names, frozen_more(english_readings))
     table.findings = findings(values, paper_values(data, languages), english)
     return table

@@ -198,16 +198,16 @@ def sep_emb_l16_collapses_vs_control(values: Values) -> Verdict:
 def deeper_separation_hurts(values: Values) -> Verdict:
     usable = transfers(values)
     chains = (("sep-l1-3", "sep-l1-6"), ("sep-emb", "sep-emb+l1-3", "sep-emb+l1-6"))
-    broken = []
-    compared = []
+    broken, compared = [], []
     for task in usable.tasks():
         for chain in chains:
             if (langs := usable.common(values, task, *chain)) is None:
                 continue
             means = [task_mean(values, row, task, langs) for row in chain]
-            compared.append(f"{task}: " + " > ".join(f"{r} {m:.1f}" for r, m in zip(chain, means)))
+            scores = [f"{r} {m:.1f}" for r, m in zip(chain, means)]
+            compared.append(f"{task}: " + " > ".join(scores))
             if any(a <= b for a, b in zip(means, means[1:])):
-                broken.append(f"{task}: " + ", ".join(f"{r} {m:.1f}" for r, m in zip(chain, means)) + " (not decreasing)")
+                broken.append(f"{task}: " + ", ".join(scores) + " (not decreasing)")
     usable.require(compared)
     if broken:
         return decide(False, usable.detail("; ".join(broken)))
