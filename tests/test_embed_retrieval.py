@@ -9,7 +9,7 @@ import pytest
 from conftest import assert_one_line_error, run_xlt
 
 from xlt.analysis.align import AlignSettings, WordSettings
-from xlt.embed.formats import write_word2vec
+from xlt.embed.formats import read_word2vec, write_word2vec
 from xlt.embed.retrieval import align_static_word
 from xlt.utils.errors import XltError
 
@@ -123,3 +123,29 @@ def test_drop_identical_removes_pairs_of_one_string(files, tmp_path):
                                 word=WordSettings(map="none", csls=False, drop_identical=True), **common)
     assert dropped["test"]["usable"] == 2 and dropped["test"]["identical_dropped"] == 1
     assert dropped["results"][0]["queries"] == 2
+
+
+def test_mrr_by_spelling_splits_the_free_pairs_of_a_joint_space_from_the_rest(files, tmp_path):
+    """A pair of one string is one row of a joint space: rank 1 whatever the vectors. The breakdown
+    scores those queries apart, from the same ranks as the overall MRR (checked by brute force)."""
+    pairs = [("w0", "w0"), ("w1", "w1"), ("w20", "m21"), ("w21", "m22"), ("w22", "m20"), ("w23", "m23")]
+    (tmp_path / "dict.txt").write_text("".join(f"{s} {t}\n" for s, t in pairs), encoding="utf-8")
+    result = align_static_word(str(files / "joint.txt"), str(files / "joint.txt"), "en", "fr", None,
+                               str(tmp_path / "dict.txt"), word=WordSettings(map="none", csls=False))
+    scores = result["results"][0]
+    emb = read_word2vec(files / "joint.txt")
+    row = {w: i for i, w in enumerate(emb.words)}
+    unit = emb.vectors / np.linalg.norm(emb.vectors, axis=1, keepdims=True)
+    candidates = sorted({t for _, t in pairs})
+    ranks = {}
+    for s, t in pairs:
+        cos = {c: float(unit[row[s]] @ unit[row[c]]) for c in candidates}
+        ranks[s] = 1 + sum(v > cos[t] for v in cos.values())
+    by_hand = {group: [1 / ranks[s] for s, t in pairs if (s == t) == (group == "identical")]
+               for group in ("identical", "different")}
+    spelling = scores["by_spelling"]
+    assert spelling["identical"]["queries"] == 2 and spelling["identical"]["mrr"] == 1.0
+    assert spelling["different"]["queries"] == 4
+    assert spelling["different"]["mrr"] == pytest.approx(np.mean(by_hand["different"]))
+    assert spelling["different"]["mrr"] < 1.0  # w20 -> m21 is a wrong gold: m20 is nearer
+    assert scores["mrr"] == pytest.approx(np.mean(by_hand["identical"] + by_hand["different"]))

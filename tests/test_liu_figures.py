@@ -15,13 +15,16 @@ from xlt.report.render import markdown
 LANGS = ["fr", "de"]
 
 
-def write_mrr(path: Path, values: list[float], by_pos: dict | None = None, pairs: int = 1234) -> None:
-    """An `xlt align` result: one entry per layer, the last layer carrying the POS breakdown; its test
-    pairs (one set per language unless ``pairs`` differs)."""
+def write_mrr(path: Path, values: list[float], by_pos: dict | None = None, pairs: int = 1234,
+              by_spelling: dict | None = None) -> None:
+    """An `xlt align` result: one entry per layer, the last layer carrying the POS and spelling
+    breakdowns ({group: (mrr, queries)}); its test pairs (one set per language unless ``pairs`` differs)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     results = [{"layer": i, "mrr": v} for i, v in enumerate(values)]
     if by_pos:
         results[-1]["by_pos"] = {tag: {"mrr": m, "queries": 10} for tag, m in by_pos.items()}
+    if by_spelling:
+        results[-1]["by_spelling"] = {group: {"mrr": m, "queries": q} for group, (m, q) in by_spelling.items()}
     test = {"pairs": 5000, "usable": pairs, "checksum": f"sha256:{path.stem}-{pairs}"}
     path.write_text(json.dumps({"command": "align word", "map": "none", "test": test, "results": results}))
 
@@ -35,13 +38,16 @@ def write_xnli(path: Path, scores: dict[str, float]) -> None:
                                 "summary": {"metric": "accuracy", "best_two": {"variants": variants}}}))
 
 
-def make_world(root: Path, small: dict[str, float], big: dict[str, float], xnli_big: dict[str, float]) -> None:
-    """MRR per model (same for every language) at sizes 100 and 500; BERT files have 3 layers (last counts)."""
+def make_world(root: Path, small: dict[str, float], big: dict[str, float], xnli_big: dict[str, float],
+               spelling: bool = False) -> None:
+    """MRR per model (same for every language) at sizes 100 and 500; BERT files have 3 layers (last counts).
+    ``spelling``: 10 of 100 queries are their own translation, at MRR 1 (half the overall MRR the rest)."""
     for n, mrr in ((100, small), (500, big)):
         for model in lf.MODELS:
             for lang in LANGS:
                 values = [0.0, 0.9, mrr[model]] if model.startswith("bert") else [mrr[model]]
-                write_mrr(root / f"n{n}" / "mrr" / model / f"en-{lang}.json", values)
+                groups = {"identical": (1.0, 10), "different": (mrr[model] / 2, 90)} if spelling else None
+                write_mrr(root / f"n{n}" / "mrr" / model / f"en-{lang}.json", values, by_spelling=groups)
             acc = (xnli_big if n == 500 else {}).get(model, 40.0)
             write_xnli(root / f"n{n}" / "xnli" / model / "results.json", {"fr": acc, "de": acc, "en": 60.0})
 
@@ -152,12 +158,31 @@ def test_missing_files_are_gaps_and_best_layer_is_an_option(tmp_path):
     assert table.findings[1].verdict == INCONCLUSIVE and "missing" in table.findings[1].detail
 
 
+def test_the_mrr_of_queries_with_another_spelling_is_a_table_of_its_own(tmp_path):
+    make_world(tmp_path, PAPER_LIKE_SMALL, PAPER_LIKE_BIG, {}, spelling=True)
+    table = lf.build(str(tmp_path), LANGS, [100, 500])
+    different = table.sections[0]
+    assert different.part == "mrr-different" and table.sections[1].part == "xnli"
+    glove = dict(different.rows)["GloVe"]
+    assert [c.value for c in glove] == pytest.approx([0.125, 0.125, 0.125, 0.15, 0.15, 0.15])
+    assert dict(different.rows)["BERT"][-1].value == pytest.approx(0.25)  # the last layer's breakdown
+    remark = next(r for r in table.remarks if r.startswith("Queries whose gold translation is their own string"))
+    assert remark.endswith("n=100 fr 10 of 100, de 10 of 100; n=500 fr 10 of 100, de 10 of 100")
+    # Results scored before the breakdown existed: no such table, nothing else changes.
+    make_world(tmp_path / "old", PAPER_LIKE_SMALL, PAPER_LIKE_BIG, {})
+    old = lf.build(str(tmp_path / "old"), LANGS, [100, 500])
+    assert [s.part for s in old.sections] == ["xnli"] and not any("own string" in r for r in old.remarks)
+    assert [f.verdict for f in old.findings] == [f.verdict for f in table.findings]
+
+
 def test_cli_writes_tables_and_pngs(tmp_path, capsys):
-    make_world(tmp_path / "r", PAPER_LIKE_SMALL, PAPER_LIKE_BIG, {"bert": 55.0})
+    make_world(tmp_path / "r", PAPER_LIKE_SMALL, PAPER_LIKE_BIG, {"bert": 55.0}, spelling=True)
     out = tmp_path / "report"
     main(["report", "liu-figures", "--results-dir", str(tmp_path / "r"), "--sizes", "100,500", "--langs", "fr,de",
           "-o", str(out)])
-    assert "Liu et al. (2020) Figures 1 and 3a" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "Liu et al. (2020) Figures 1 and 3a" in printed and "whose translation is another string" in printed
+    assert "mrr-different" in (out / "liu-figures.csv").read_text()
     for ext in ("md", "csv", "tex", "json", "png"):
         assert (out / f"liu-figures.{ext}").stat().st_size > 0
     assert (out / "liu-figures.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from xlt.align_settings import CANDIDATES, MAPS, AlignSettings, WordSettings  # noqa: F401 (the library's names)
-from xlt.analysis.dictionaries import NO_TAG, pos_breakdown, read_muse_dictionary, read_pos_lexicon
+from xlt.analysis.dictionaries import NO_TAG, pos_breakdown, rank_breakdown, read_muse_dictionary, read_pos_lexicon
 from xlt.analysis.extract import resolve_layers, word_vectors
 from xlt.analysis.pair_sets import ScoredPairs, scored_pairs, write_pairs
 from xlt.analysis.procrustes import align_spaces, unit_length
@@ -108,14 +108,18 @@ def _gold_sets(test: np.ndarray, queries: np.ndarray) -> list[set[int]]:
 
 def word_translation(source: np.ndarray, target: np.ndarray, train: Optional[np.ndarray], test: np.ndarray,
                      settings: AlignSettings, word: WordSettings = WordSettings(),
-                     tags: Optional[Sequence[str]] = None) -> tuple[dict, Optional[np.ndarray]]:
+                     tags: Optional[Sequence[str]] = None,
+                     same_spelling: Optional[np.ndarray] = None) -> tuple[dict, Optional[np.ndarray]]:
     """Evaluate source -> target translation of ``test``'s source words, after a map learned on
     ``train`` (``word.map="procrustes"``) or in the joint space as it is (``"none"``).
 
     source [Ns,D], target [Nt,D]: whole spaces; train/test int [P,2] rows; tags [Ns]: a UPOS per
-    source row (``word.pos_from``). NN and CSLS P@k search the whole target space (CSLS's r_S the
-    whole mapped source space); MRR (Liu et al.) ranks ``word.candidates`` by cosine, and the same
-    ranks give ``ranked`` P@k and the per-tag breakdown. Returns (scores, W [D,D] or None).
+    source row (``word.pos_from``); same_spelling bool [P]: test pairs of one string. NN and CSLS
+    P@k search the whole target space (CSLS's r_S the whole mapped source space); MRR (Liu et al.)
+    ranks ``word.candidates`` by cosine, and the same ranks give ``ranked`` P@k, the per-tag
+    breakdown and the per-spelling one (a query is "identical" when one of its gold translations is
+    its own string: in one joint space of one row per string that pair is rank 1 whatever the model
+    learned). Returns (scores, W [D,D] or None).
     """
     _check_target_size(len(target))
     if word.map == "procrustes":
@@ -137,6 +141,10 @@ def word_translation(source: np.ndarray, target: np.ndarray, train: Optional[np.
     scores.update(mrr=ranked.pop("mrr"), mrr_candidates=int(len(candidates)), ranked=ranked)
     if tags is not None:
         scores["by_pos"] = pos_breakdown(ranks, [tags[q] for q in queries.tolist()])
+    if same_spelling is not None:
+        identical = set(test[np.asarray(same_spelling, dtype=bool), 0].tolist())
+        scores["by_spelling"] = rank_breakdown(ranks, ["identical" if q in identical else "different"
+                                                       for q in queries.tolist()])
     return scores, W
 
 
@@ -175,12 +183,12 @@ def evaluate_spaces(source: WordSpace, target: WordSpace, train_dictionary: Opti
              + f"{test.info['usable']}/{test.info['pairs']} test pairs scored"
              + (f" (those of --pairs-from)" if word.pairs_from else ""))
     tags = source_tags(source, word.pos_from) if word.pos_from else None
+    same_spelling = np.array([source.words[s] == target.words[t] for s, t in test.rows.tolist()], dtype=bool)
     results, maps = [], []
     with log.progress("layers", total=len(labels), unit="layers") as bar:
         for k, label in enumerate(labels):
             scores, W = word_translation(source.vectors[k], target.vectors[k], None if train is None else train.rows,
-                                         test.rows,
-                                         settings, word, tags)
+                                         test.rows, settings, word, tags, same_spelling)
             results.append({"layer": label, **scores})
             maps.append(W)
             bar.advance(1)

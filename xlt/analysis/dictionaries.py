@@ -5,7 +5,8 @@
 * :func:`grow_diag_final_and` -- Koehn's symmetrisation of a forward and a reverse alignment.
 * :func:`one_to_one` -- the links whose two words have no other link.
 * :func:`read_pos_lexicon` / :func:`pos_breakdown` -- each word's most frequent UPOS in a CoNLL-U
-  treebank, and retrieval scores per tag (Liu et al. 2020, "What makes ...", Table 1).
+  treebank, and retrieval scores per tag (Liu et al. 2020, "What makes ...", Table 1);
+  :func:`rank_breakdown` the same per any label (the spelling breakdown of ``xlt align``).
 * :func:`contextual_dictionary` -- fast_align forward + reverse on a parallel corpus,
   grow-diag-final-and, one-to-one links: the "dictionary of parallel contextual words" of Wu et al.
   (2020) §5.1.2, and crosslingual-nlp's recipe.
@@ -86,21 +87,31 @@ def read_pos_lexicon(path: PathLike) -> dict[str, str]:
     return {form: min(tags.items(), key=lambda tc: (-tc[1], tc[0]))[0] for form, tags in counts.items()}
 
 
+def rank_breakdown(ranks: np.ndarray, labels: Sequence[str]) -> dict[str, dict]:
+    """Retrieval scores per label: {label: {"mrr", "p@1", ..., "queries"}}; ranks int [Q], labels [Q]."""
+    from xlt.analysis.retrieval import rank_scores
+
+    ranks, labels = np.asarray(ranks), np.asarray(list(labels), dtype=object)
+    if len(ranks) != len(labels):
+        raise ValueError(f"{len(ranks)} ranks for {len(labels)} labels")
+    return {label: {**rank_scores(ranks[labels == label]), "queries": int((labels == label).sum())}
+            for label in sorted(set(labels.tolist()))}
+
+
 def pos_breakdown(ranks: np.ndarray, tags: Sequence[str]) -> dict[str, dict]:
-    """Retrieval scores per tag, and for the open and closed classes: {tag: {"mrr", "p@1", ..., "queries"}}.
+    """:func:`rank_breakdown` per UPOS tag, plus the open and the closed class as two more groups.
 
     ranks int [Q] (1 = first), tags [Q] one UPOS (or :data:`NO_TAG`) per query.
     """
     from xlt.analysis.retrieval import rank_scores
 
+    scores = rank_breakdown(ranks, tags)
     ranks, tags = np.asarray(ranks), np.asarray(list(tags), dtype=object)
-    if len(ranks) != len(tags):
-        raise ValueError(f"{len(ranks)} ranks for {len(tags)} tags")
-    groups = {tag: tags == tag for tag in sorted(set(tags.tolist()))}
-    groups["open"] = np.isin(tags, OPEN_CLASS)
-    groups["closed"] = np.isin(tags, CLOSED_CLASS)
-    return {name: {**rank_scores(ranks[mask]), "queries": int(mask.sum())} for name, mask in groups.items()
-            if mask.any()}
+    for name, members in (("open", OPEN_CLASS), ("closed", CLOSED_CLASS)):
+        mask = np.isin(tags, members)
+        if mask.any():
+            scores[name] = {**rank_scores(ranks[mask]), "queries": int(mask.sum())}
+    return scores
 
 
 def grow_diag_final_and(forward: Sequence[Link], reverse: Sequence[Link]) -> list[Link]:

@@ -68,15 +68,19 @@ def _show(result: dict) -> None:
         for r in rows:
             table.add_row(str(r["layer"]), *[_percent(r[m][f"p@{k}"]) for m in methods for k in (1, 5, 10)],
                           f"{r['mrr']:.3f}", _percent(r["ranked"]["p@1"]))
-        if "by_pos" in rows[0]:
-            pos = Table(title=f"MRR by UPOS of the {source} word")
-            pos.add_column("UPOS")
+        breakdowns = (("by_pos", "UPOS", f"MRR by UPOS of the {source} word"),
+                      ("by_spelling", "gold", "MRR by the gold translation's spelling (identical: the query's own string)"))
+        for key, column, title in breakdowns:
+            if key not in rows[0]:
+                continue
+            groups = Table(title=title)
+            groups.add_column(column)
             for r in rows:
-                pos.add_column(f"layer {r['layer']}", justify="right")
-            pos.add_column("queries", justify="right")
-            for tag, first in rows[0]["by_pos"].items():
-                pos.add_row(tag, *[f"{r['by_pos'][tag]['mrr']:.3f}" for r in rows], str(first["queries"]))
-            tables.append(pos)
+                groups.add_column(f"layer {r['layer']}", justify="right")
+            groups.add_column("queries", justify="right")
+            for group, first in rows[0][key].items():
+                groups.add_row(group, *[f"{r[key][group]['mrr']:.3f}" for r in rows], str(first["queries"]))
+            tables.append(groups)
     elif "p_at_1" in rows[0]:
         table.add_column("P@1 tgt->src", justify="right")
         table.add_column("P@1 src->tgt", justify="right")

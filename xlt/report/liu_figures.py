@@ -37,8 +37,9 @@ XNLI_MARGIN = 1.0                      # accuracy points: one seed on ~1,000 tes
 POS_ROWS = {"closed": "Closed", "open": "Open", "NOUN": "Noun", "VERB": "Verb", "ADV": "Adv.", "ADJ": "Adj."}
 
 
-def mrr_reading(path: str, layer: str = "last", pos: Optional[str] = None) -> Reading:
-    """The MRR of one ``xlt align`` result (``pos``: of that UPOS class in its ``by_pos``)."""
+def mrr_reading(path: str, layer: str = "last", group: Optional[tuple[str, str]] = None) -> Reading:
+    """The MRR of one ``xlt align`` result; ``group`` (breakdown, name): of one group of its queries,
+    e.g. ("by_pos", "NOUN") or ("by_spelling", "different")."""
     data, gap = load_json(path)
     if data is None:
         return Reading(gap=gap)
@@ -54,13 +55,15 @@ def mrr_reading(path: str, layer: str = "last", pos: Optional[str] = None) -> Re
         if chosen is None:
             return Reading(gap=f"{path} has no layer {layer}")
     test = data.get("test") if isinstance(data.get("test"), dict) else {}
-    if pos is None:  # only here: the plateau check reads the model's metrics file
+    if group is None:  # only here: the plateau check reads the model's metrics file
         pairs = {"pairs": test.get("usable"), "checksum": test.get("checksum"), "plateau": _plateau(data)}
         return Reading(value=float(chosen["mrr"]), extra={"layer": chosen.get("layer"), **pairs})
-    by_pos = (chosen.get("by_pos") or {}).get(pos)
-    if by_pos is None:
-        return Reading(gap=f"{path} has no {pos} words" + ("" if chosen.get("by_pos") else " (run with --pos-from)"))
-    return Reading(value=float(by_pos["mrr"]), extra={"queries": by_pos.get("queries")})
+    breakdown, name = group
+    scores = (chosen.get(breakdown) or {}).get(name)
+    if scores is None:
+        how = {"by_pos": " (run with --pos-from)", "by_spelling": " (scored before xlt split MRR by spelling)"}
+        return Reading(gap=f"{path} has no {name} queries" + ("" if chosen.get(breakdown) else how.get(breakdown, "")))
+    return Reading(value=float(scores["mrr"]), extra={"queries": scores.get("queries")})
 
 
 def _plateau(result: dict) -> Optional[str]:
@@ -82,14 +85,19 @@ def mean(values: Sequence[Optional[float]]) -> Optional[float]:
 
 
 def collect(results_dir: str, sizes: Sequence[int], languages: Sequence[str], layer: str) -> dict:
-    """{(metric, size, model): {lang: Reading}} for metric mrr and xnli."""
+    """{(metric, size, model): {lang: Reading}} for metric mrr, xnli, and different / identical (the MRR
+    of the queries whose gold translation is another string / their own)."""
     out: dict = {}
     for n in sizes:
         for model in MODELS:
             root = os.path.join(results_dir, f"n{n}")
-            out["mrr", n, model] = {l: mrr_reading(os.path.join(root, "mrr", model, f"en-{l}.json"),
-                                                   layer if model.startswith("bert") else "last")
-                                    for l in languages}
+            chosen = layer if model.startswith("bert") else "last"
+            paths = {l: os.path.join(root, "mrr", model, f"en-{l}.json") for l in languages}
+            out["mrr", n, model] = {l: mrr_reading(path, chosen) for l, path in paths.items()}
+            out["different", n, model] = {l: mrr_reading(path, chosen, ("by_spelling", "different"))
+                                          for l, path in paths.items()}
+            out["identical", n, model] = {l: mrr_reading(path, chosen, ("by_spelling", "identical"))
+                                          for l, path in paths.items()}
             xnli = os.path.join(root, "xnli", model, "results.json")
             loaded = load_json(xnli)
             out["xnli", n, model] = {l: finetune_score(xnli, l, loaded=loaded) for l in [*languages, "en"]}
@@ -230,6 +238,10 @@ def build(results_dir: str, languages: Sequence[str], sizes: Sequence[int], numb
         *[reason for reason in plateaus.values() if reason],
         f"Findings: differences within {MRR_MARGIN:g} MRR or {XNLI_MARGIN:g} accuracy points are ties "
         "(inconclusive). The paper's figures are bar charts whose numbers the text conversion lost."]
+    if any(r.value is not None for key, readings in found.items() if key[0] == "different"
+           for r in readings.values()):
+        table.sections.insert(0, spelling_section(found, avg, sizes, languages))
+        table.remarks.append(spelling_remark(found, sizes, languages))
     if len(sizes) < 2:
         table.remarks.append("One size only: the claims need a small and a big size.")
     else:
@@ -239,11 +251,40 @@ def build(results_dir: str, languages: Sequence[str], sizes: Sequence[int], numb
     return table
 
 
+def spelling_section(found: dict, avg: dict, sizes: Sequence[int], languages: Sequence[str]) -> ReportTable:
+    """The MRR of the queries whose gold translation is another string: what the models learned, without
+    the pairs of one string that one row of a static joint space ranks first for free."""
+    table = ReportTable("liu-figures", "Word retrieval MRR of the queries whose translation is another string",
+                        "model", [(f"n={n}", [*languages, "avg"]) for n in sizes], digits=3, part="mrr-different")
+    for model, label in MODELS.items():
+        row = []
+        for n in sizes:
+            row += [_cell(found["different", n, model][l]) for l in languages]
+            row.append(Cell(value=avg["different", n, model], gap=None if avg["different", n, model] is not None
+                            else "average needs every language"))
+        table.add_row(label, row)
+    return table
+
+
+def spelling_remark(found: dict, sizes: Sequence[int], languages: Sequence[str]) -> str:
+    """How many queries' gold translation is their own string (the same for every model of a size: one pair set)."""
+    def count(n: int, lang: str) -> str:
+        for model in MODELS:
+            same, other = found["identical", n, model][lang], found["different", n, model][lang]
+            if other.value is not None:  # a gap in "identical" then means no such query
+                same_queries = same.extra.get("queries", 0) if same.value is not None else 0
+                return f"{lang} {same_queries:,} of {same_queries + other.extra.get('queries', 0):,}"
+        return f"{lang} ?"
+    return ("Queries whose gold translation is their own string (in a static joint space one row, ranked first "
+            "whatever was learned; the table of the others leaves them out): "
+            + "; ".join(f"n={n} " + ", ".join(count(n, l) for l in languages) for n in sizes))
+
+
 def plot(table: ReportTable, path: str) -> None:
     """Figures 1-3 as the paper lays them out: per size, languages on the x axis, one bar per model."""
     panels = []
     for section in [table, *table.sections]:
-        metric = "MRR" if section.part == "mrr" else "XNLI accuracy"
+        metric = {"mrr": "MRR", "mrr-different": "MRR (another string)"}.get(section.part, "XNLI accuracy")
         for g, (title, columns) in enumerate(section.groups):
             langs = [c for c in columns if c not in ("avg", "en")]
             start = sum(len(cols) for _, cols in section.groups[:g])
@@ -259,7 +300,8 @@ def build_pos(results_dir: str, languages: Sequence[str], numbers: Optional[dict
     pos = data["liu2020_pos"]
     table = ReportTable("liu-pos", "Liu et al. (2020) Table 1: MRR by part of speech (BERT, big size)", "MRR",
                         [("", [*languages, "avg"])], digits=3, source=paper_numbers.describe(pos["source"]))
-    readings = {tag: {l: mrr_reading(os.path.join(results_dir, f"en-{l}.json"), layer, tag) for l in languages}
+    readings = {tag: {l: mrr_reading(os.path.join(results_dir, f"en-{l}.json"), layer, ("by_pos", tag))
+                      for l in languages}
                 for tag in POS_ROWS}
     ours: dict[str, Any] = {}  # tag -> mean MRR; "plateau" -> why BERT had not learned
     for tag, label in POS_ROWS.items():
