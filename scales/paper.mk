@@ -56,6 +56,5 @@ LIU_W2V_EPOCHS     := 5
 LIU_GLOVE_EPOCHS   := 25
 LIU_MIN_COUNT      := 5
 LIU_LSTM_DIM       := 512
-LIU_CWORD_SENTENCES := 200000
 LIU_XNLI_ARGS      := $(XNLI_ARGS)
 LIU_STATIC_XNLI_ARGS := --batch-size 64 --encoder-lr 1e-3 --head-lr 1e-3 --epochs 10 --epoch-size 20000

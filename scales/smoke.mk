@@ -50,6 +50,5 @@ LIU_W2V_EPOCHS     := 2
 LIU_GLOVE_EPOCHS   := 3
 LIU_MIN_COUNT      := 2
 LIU_LSTM_DIM       := 32
-LIU_CWORD_SENTENCES := 500
 LIU_XNLI_ARGS      := --batch-size 32 --encoder-lr 5e-4 --head-lr 1e-3 --epochs 1 --epoch-size 1000
 LIU_STATIC_XNLI_ARGS := --batch-size 32 --encoder-lr 1e-3 --head-lr 1e-3 --epochs 1 --epoch-size 1000

@@ -177,6 +177,10 @@ def test_every_scale_plans_the_liu_figures(tmp_path, scale):
     assert all("--map none " in line and "--pos-from " in line and "en_ewt-ud-train.conllu" in line
                for line in static + bert)
     assert all("--subwords mean" in line and "--codes " in line for line in static)
+    # BERT's word vectors average its states over every line of the size (the paper: "all contexts")
+    for n in (small, big):
+        sized = [line for line in bert if f"/liu-fig/n{n}/" in line.split(" -o ")[1]]
+        assert len(sized) == 2 * 2 * targets and all(f"--n-sentences {n} " in line for line in sized)
     models = ("bert", "bert-w20", "w2v-w5", "w2v-w128", "w2v-w256", "glove")
     for n in (small, big):
         for lang in langs[1:]:
@@ -207,3 +211,10 @@ def test_liu_figures_follow_liu_langs(tmp_path):
     assert len(xlt_commands(lines, "align word")) == 2 * 2 * 4
     assert all("--target-lang fr " in line for line in xlt_commands(lines, "align"))
     assert not any("/de." in line or "-de." in line for line in any_xlt_command(lines))
+
+
+def test_liu_contexts_can_be_capped(tmp_path):
+    lines = dry_run(tmp_path / "w", "SCALE=smoke", "LIU_LANGS=fr", "LIU_CWORD_SENTENCES=300", "reproduce-liu-figures")
+    bert = xlt_commands(lines, "align contextual-word")
+    assert len(bert) == 2 * 2 * 2 and all("--n-sentences 300 " in line for line in bert)
+    assert (tmp_path / "w" / "settings" / "liu-align").read_text().strip().endswith("contexts=300")
