@@ -80,6 +80,13 @@ def _cell(reading: Reading, scale: float = 1.0, paper: Optional[float] = None) -
     return Cell(value=value, paper=paper, gap=reading.gap, note=reading.note)
 
 
+def _size_cells(found: dict, avg: dict, metric: str, size: int, model: str, languages: Sequence[str]) -> list[Cell]:
+    """One model's cells of one size: a cell per language, then their mean."""
+    value = avg[metric, size, model]
+    return [*(_cell(found[metric, size, model][l]) for l in languages),
+            Cell(value=value, gap=None if value is not None else "average needs every language")]
+
+
 def mean(values: Sequence[Optional[float]]) -> Optional[float]:
     return None if not values or any(v is None for v in values) else sum(values) / len(values)  # type: ignore
 
@@ -218,13 +225,8 @@ def build(results_dir: str, languages: Sequence[str], sizes: Sequence[int], numb
     for model, label in MODELS.items():
         row, xrow = [], []
         for n in sizes:
-            row += [_cell(found["mrr", n, model][l]) for l in languages]
-            row.append(Cell(value=avg["mrr", n, model], gap=None if avg["mrr", n, model] is not None
-                            else "average needs every language"))
-            xrow += [_cell(found["xnli", n, model][l]) for l in languages]
-            xrow.append(Cell(value=avg["xnli", n, model], gap=None if avg["xnli", n, model] is not None
-                             else "average needs every language"))
-            xrow.append(_cell(found["xnli", n, model]["en"]))
+            row += _size_cells(found, avg, "mrr", n, model, languages)
+            xrow += [*_size_cells(found, avg, "xnli", n, model, languages), _cell(found["xnli", n, model]["en"])]
         table.add_row(label, row)
         xnli.add_row(label, xrow)
     table.sections.append(xnli)
@@ -257,12 +259,7 @@ def spelling_section(found: dict, avg: dict, sizes: Sequence[int], languages: Se
     table = ReportTable("liu-figures", "Word retrieval MRR of the queries whose translation is another string",
                         "model", [(f"n={n}", [*languages, "avg"]) for n in sizes], digits=3, part="mrr-different")
     for model, label in MODELS.items():
-        row = []
-        for n in sizes:
-            row += [_cell(found["different", n, model][l]) for l in languages]
-            row.append(Cell(value=avg["different", n, model], gap=None if avg["different", n, model] is not None
-                            else "average needs every language"))
-        table.add_row(label, row)
+        table.add_row(label, [cell for n in sizes for cell in _size_cells(found, avg, "different", n, model, languages)])
     return table
 
 
