@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -82,6 +83,35 @@ def test_resume_equals_uninterrupted(inputs, tmp_path):
     assert_same_weights(weights(straight), weights(split))
     steps = [json.loads(l)["step"] for l in (split / "metrics.jsonl").read_text().splitlines() if "loss" in l]
     assert steps == sorted(set(steps)), "a resumed run must not log a step twice"
+
+
+def test_a_run_whose_inputs_moved_resumes_and_one_whose_inputs_changed_does_not(inputs, tmp_path):
+    here = tmp_path / "here"
+    shutil.copytree(inputs["root"], here)
+    (here / "codes.en").write_text("t h 5\n", encoding="utf-8")
+
+    def args_in(root: Path) -> list[str]:
+        return [a.replace(str(inputs["root"]), str(root)) for a in inputs["args"]] + ["--codes", "en",
+                                                                                      str(root / "codes.en")]
+    straight, moved = tmp_path / "straight", tmp_path / "moved"
+    run_xlt("pretrain", "--run-dir", straight, *args_in(here), *tiny_args(14), check=True)
+    run_xlt("pretrain", "--run-dir", moved, *args_in(here), *tiny_args(7), check=True)
+    # the work directory copied elsewhere: the same files under other paths
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(here, elsewhere)
+    run_xlt("pretrain", "--run-dir", moved, *args_in(elsewhere), *tiny_args(14), check=True)
+    assert_same_weights(weights(straight), weights(moved))
+    assert json.loads((moved / "config.json").read_text())["config"]["vocab"] == str(elsewhere / "vocab")
+    # moved again, but other codes, or other English dev text: not the inputs the run was trained on
+    other_codes, other_dev = tmp_path / "other-codes", tmp_path / "other-dev"
+    shutil.copytree(elsewhere, other_codes)
+    (other_codes / "codes.en").write_text("t h 6\n", encoding="utf-8")
+    shutil.copytree(elsewhere, other_dev)
+    for path in other_dev.glob("en.train*"):
+        shutil.copyfile(path, other_dev / path.name.replace("en.train", "en.dev"))
+    for root in (other_codes, other_dev):
+        res = run_xlt("pretrain", "--run-dir", moved, *args_in(root), *tiny_args(16))
+        assert_one_line_error(res, "run directory holds a run with other settings (codes:", str(root))
 
 
 CURRICULUM = ["--short-stream-len", "4", "--short-stream-steps", "8", "--dropout", "0"]

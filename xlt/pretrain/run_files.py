@@ -17,9 +17,12 @@ from xlt.data.store import TokenStore
 from xlt.text.tokenize import TokenizerConfig
 from xlt.utils.errors import XltError
 from xlt.utils.rundir import write_run_description
-from xlt.utils.textio import atomic_path, file_sha256, write_json
+from xlt.utils.textio import atomic_path, file_sha256, read_json, write_json
 
 STORE_HEADER_KEYS = ("vocab_sha256", "n_sentences", "n_tokens", "source_sha256", "unk_rate")
+# The settings that name input files: a run whose inputs moved (a work directory copied to another
+# disk) but did not change resumes with the new paths.
+INPUT_PATH_KEYS = ("vocab", "train", "dev", "codes")
 
 
 def describe_run(run_dir: str, resolved: dict[str, Any], vocab_path: str, vocab_sha256: str,
@@ -40,10 +43,36 @@ def describe_run(run_dir: str, resolved: dict[str, Any], vocab_path: str, vocab_
     write_json(os.path.join(run_dir, "text.json"), {
         lang: {**tok.to_dict(), "codes": f"codes.{lang}" if lang in codes else None}
         for lang, tok in tokenizers.items()})
-    described = {f"{split}/{lang}": {"prefix": store.prefix,
-                                     **{k: store.header[k] for k in STORE_HEADER_KEYS if k in store.header}}
-                 for split, by_lang in stores.items() for lang, store in by_lang.items()}
-    write_run_description(run_dir, resolved, {"vocab_sha256": vocab_sha256, "stores": described})
+    write_run_description(run_dir, resolved, {"vocab_sha256": vocab_sha256, "stores": _described(stores)})
+
+
+def _described(stores: Mapping[str, Mapping[str, TokenStore]]) -> dict[str, dict]:
+    return {f"{split}/{lang}": {"prefix": store.prefix,
+                                **{k: store.header[k] for k in STORE_HEADER_KEYS if k in store.header}}
+            for split, by_lang in stores.items() for lang, store in by_lang.items()}
+
+
+def moved_inputs(run_dir: str, vocab_sha256: str, codes: Mapping[str, str],
+                 stores: Mapping[str, Mapping[str, TokenStore]]) -> tuple[str, ...]:
+    """:data:`INPUT_PATH_KEYS` when the run in ``run_dir`` read these very inputs, wherever they are now:
+    the vocabulary's checksum and every store's header (its text's checksum, counts) as recorded, the
+    codes files identical to the run's copies, for the same languages; else () (paths must match)."""
+    path = os.path.join(run_dir, "config.json")
+    if not os.path.exists(path):
+        return ()
+    description = read_json(path, "run description")
+    recorded = description.get("inputs") or {}
+
+    def content(described: Mapping[str, Any]) -> dict:
+        return {key: {k: v for k, v in store.items() if k != "prefix"} for key, store in described.items()}
+
+    same = (recorded.get("vocab_sha256") == vocab_sha256
+            and content(recorded.get("stores") or {}) == content(_described(stores))
+            and set((description.get("config") or {}).get("codes") or {}) == set(codes)
+            and all(os.path.exists(os.path.join(run_dir, f"codes.{lang}")) and os.path.exists(src)
+                    and file_sha256(os.path.join(run_dir, f"codes.{lang}")) == file_sha256(src)
+                    for lang, src in codes.items()))
+    return INPUT_PATH_KEYS if same else ()
 
 
 def copy_if_changed(src: str, dst: str) -> None:
