@@ -229,7 +229,7 @@ def test_an_empty_shift_grid_is_refused_before_decoding():
 
 # ---- 5. the run directory's copies of the vocabulary and codes ---------------------------------------
 
-def test_resume_keeps_identical_copies_and_replaces_changed_ones_atomically(inputs, tmp_path):
+def test_starting_over_keeps_identical_copies_and_replaces_changed_ones_atomically(inputs, tmp_path):
     codes = tmp_path / "codes.en"
     codes.write_text("t h 10\n", encoding="utf-8")
     run = tmp_path / "run"
@@ -239,8 +239,11 @@ def test_resume_keeps_identical_copies_and_replaces_changed_ones_atomically(inpu
     # A reader holding the old codes (a hard link stands for an open file) must keep the old bytes.
     os.link(run / "codes.en", tmp_path / "reader-view")
     codes.write_text("t h 10\nth e 9\n", encoding="utf-8")
+    # other codes: no resume (tests/test_pretrain.py); a run stopped before its first checkpoint starts over
+    assert run_xlt(*common, *tiny_args(2)).returncode == 2
+    (run / "checkpoints" / "last.pt").unlink()
 
-    run_xlt(*common, *tiny_args(2), check=True)  # resume, to train for longer
+    run_xlt(*common, *tiny_args(2), check=True)
 
     vocab_after = os.stat(run / "vocab")
     assert (vocab_after.st_ino, vocab_after.st_mtime_ns) == (vocab_before.st_ino, vocab_before.st_mtime_ns)

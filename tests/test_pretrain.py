@@ -85,7 +85,7 @@ def test_resume_equals_uninterrupted(inputs, tmp_path):
     assert steps == sorted(set(steps)), "a resumed run must not log a step twice"
 
 
-def test_a_run_whose_inputs_moved_resumes_and_one_whose_inputs_changed_does_not(inputs, tmp_path):
+def test_a_run_whose_inputs_moved_resumes_and_one_whose_inputs_changed_does_not_even_under_the_same_paths(inputs, tmp_path):
     here = tmp_path / "here"
     shutil.copytree(inputs["root"], here)
     (here / "codes.en").write_text("t h 5\n", encoding="utf-8")
@@ -109,9 +109,20 @@ def test_a_run_whose_inputs_moved_resumes_and_one_whose_inputs_changed_does_not(
     shutil.copytree(elsewhere, other_dev)
     for path in other_dev.glob("en.train*"):
         shutil.copyfile(path, other_dev / path.name.replace("en.train", "en.dev"))
-    for root in (other_codes, other_dev):
+    for root, what in ((other_codes, "codes.en"), (other_dev, "dev/en")):
         res = run_xlt("pretrain", "--run-dir", moved, *args_in(root), *tiny_args(16))
-        assert_one_line_error(res, "run directory holds a run with other settings (codes:", str(root))
+        assert_one_line_error(res, f"run directory holds a run trained on other inputs ({what} changed)",
+                              str(moved / "config.json"))
+    # the same paths with other content: the English store binarized again from other text
+    for path in elsewhere.glob("en.dev*"):
+        path.unlink()
+    for path in other_dev.glob("en.dev*"):
+        shutil.copyfile(path, elsewhere / path.name)
+    res = run_xlt("pretrain", "--run-dir", moved, *args_in(elsewhere), *tiny_args(16))
+    assert_one_line_error(res, "trained on other inputs (dev/en changed)", str(moved / "config.json"))
+    # a refused resume leaves the run as it was
+    assert json.loads((moved / "config.json").read_text())["config"]["max_steps"] == 14
+    assert torch.load(moved / "checkpoints" / "last.pt", weights_only=False)["step"] == 14
 
 
 CURRICULUM = ["--short-stream-len", "4", "--short-stream-steps", "8", "--dropout", "0"]

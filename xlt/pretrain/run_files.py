@@ -11,7 +11,7 @@ import os
 import shutil
 import signal
 import threading
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Optional
 
 from xlt.data.store import TokenStore
 from xlt.text.tokenize import TokenizerConfig
@@ -21,7 +21,7 @@ from xlt.utils.textio import atomic_path, file_sha256, read_json, write_json
 
 STORE_HEADER_KEYS = ("vocab_sha256", "n_sentences", "n_tokens", "source_sha256", "unk_rate")
 # The settings that name input files: a run whose inputs moved (a work directory copied to another
-# disk) but did not change resumes with the new paths.
+# disk) but did not change resumes with the new paths; one whose inputs changed does not resume.
 INPUT_PATH_KEYS = ("vocab", "train", "dev", "codes")
 
 
@@ -52,27 +52,34 @@ def _described(stores: Mapping[str, Mapping[str, TokenStore]]) -> dict[str, dict
             for split, by_lang in stores.items() for lang, store in by_lang.items()}
 
 
-def moved_inputs(run_dir: str, vocab_sha256: str, codes: Mapping[str, str],
-                 stores: Mapping[str, Mapping[str, TokenStore]]) -> tuple[str, ...]:
-    """:data:`INPUT_PATH_KEYS` when the run in ``run_dir`` read these very inputs, wherever they are now:
-    the vocabulary's checksum and every store's header (its text's checksum, counts) as recorded, the
-    codes files identical to the run's copies, for the same languages; else () (paths must match)."""
+def changed_inputs(run_dir: str, vocab_sha256: str, codes: Mapping[str, str],
+                   stores: Mapping[str, Mapping[str, TokenStore]]) -> Optional[list[str]]:
+    """The inputs whose content differs from what the run in ``run_dir`` recorded, wherever they are
+    now: "vocab", "<split>/<lang>" for a store whose header (its text's checksum, counts) differs,
+    "codes.<lang>" for codes unlike the run's copy; [] when all match; None when there is no run
+    description, or one too old to record its inputs (then only the paths can be compared)."""
     path = os.path.join(run_dir, "config.json")
     if not os.path.exists(path):
-        return ()
+        return None
     description = read_json(path, "run description")
     recorded = description.get("inputs") or {}
-
-    def content(described: Mapping[str, Any]) -> dict:
-        return {key: {k: v for k, v in store.items() if k != "prefix"} for key, store in described.items()}
-
-    same = (recorded.get("vocab_sha256") == vocab_sha256
-            and content(recorded.get("stores") or {}) == content(_described(stores))
-            and set((description.get("config") or {}).get("codes") or {}) == set(codes)
-            and all(os.path.exists(os.path.join(run_dir, f"codes.{lang}")) and os.path.exists(src)
-                    and file_sha256(os.path.join(run_dir, f"codes.{lang}")) == file_sha256(src)
-                    for lang, src in codes.items()))
-    return INPUT_PATH_KEYS if same else ()
+    if not recorded.get("vocab_sha256") or not recorded.get("stores"):
+        return None
+    changed = []
+    if recorded["vocab_sha256"] != vocab_sha256:
+        changed.append("vocab")
+    before, now = recorded["stores"], _described(stores)
+    for key in sorted(set(before) | set(now)):
+        old, new = before.get(key, {}), now.get(key, {})
+        if key not in before or key not in now or any(old[k] != new[k] for k in old.keys() & new.keys() - {"prefix"}):
+            changed.append(key)
+    recorded_codes = set((description.get("config") or {}).get("codes") or {})
+    for lang in sorted(recorded_codes | set(codes)):
+        copy = os.path.join(run_dir, f"codes.{lang}")
+        if lang not in codes or lang not in recorded_codes or (
+                os.path.exists(copy) and os.path.exists(codes[lang]) and file_sha256(copy) != file_sha256(codes[lang])):
+            changed.append(f"codes.{lang}")
+    return changed
 
 
 def copy_if_changed(src: str, dst: str) -> None:

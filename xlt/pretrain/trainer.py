@@ -30,7 +30,7 @@ from xlt.model.heads import MaskedLM
 from xlt.pretrain import distributed
 from xlt.pretrain.checkpoint import load_checkpoint, load_model_weights, save_checkpoint
 from xlt.pretrain.config import ADDED_DEFAULTS, MUTABLE_KEYS, PretrainConfig
-from xlt.pretrain.run_files import describe_run, moved_inputs, sigterm_requested
+from xlt.pretrain.run_files import INPUT_PATH_KEYS, changed_inputs, describe_run, sigterm_requested
 from xlt.pretrain.schedule import inverse_sqrt_schedule
 from xlt.pretrain.unigram import unigram_log_probs
 from xlt.text.bpe import check_codes
@@ -202,8 +202,14 @@ class Pretrainer:
                     os.unlink(self._path(name))
             # Without a checkpoint there is nothing to resume: whatever an earlier attempt (failed or
             # killed before its first save, maybe with other settings) left is started over.
-            moved = moved_inputs(self.run_dir, self.vocab.sha256, self.cfg.codes,
-                                 {"train": self.train_stores, "dev": self.dev_stores})
+            changed = changed_inputs(self.run_dir, self.vocab.sha256, self.cfg.codes,
+                                     {"train": self.train_stores, "dev": self.dev_stores})
+            if os.path.exists(self._path("last.pt")) and changed:
+                # Same paths are not the same data: a store binarized again from other text, or a
+                # rebuilt vocabulary, would be trained on silently (or mismatch the embeddings).
+                raise XltError(f"run directory holds a run trained on other inputs ({', '.join(changed)} "
+                               "changed); use a new directory", os.path.join(self.run_dir, "config.json"))
+            moved = INPUT_PATH_KEYS if changed == [] else ()
             resuming = os.path.exists(self._path("last.pt")) and check_same_config(
                 self.run_dir, resolved, MUTABLE_KEYS + moved, ADDED_DEFAULTS)
             if not resuming and os.path.exists(self._path("best.pt")):
