@@ -11,6 +11,7 @@
 #   $(W)/liu-fig/n<N>/own/<model>/en-<L>.{json,pairs}  xlt align word / contextual-word --map none on the
 #                                            pairs the model covers (--pairs-out: those pairs)
 #   $(W)/liu-fig/n<N>/mrr/<model>/en-<L>.json   the same on the pairs every model of size N covers
+#   $(W)/liu-fig/n<N>/spaces/bert{,-w20}/    BERT's word spaces while they are needed (--space-cache)
 #   $(W)/liu-fig/n<N>/xnli/<model>/results.json xlt finetune xnli (static: --model static:FILE)
 #   $(W)/report/liu-figures.*, liu-pos.*     xlt report liu-figures / liu-pos
 #
@@ -130,19 +131,23 @@ liu_xnli = $(XLT) finetune xnli -o $(@D) --data-dir $(T) --seeds $(FT_SEEDS) --t
 liu_common = $(foreach m,$(LIU_MODELS),--pairs-from $(LF)/n$(1)/own/$(m)/en-$(2).pairs)
 LIU_OWN = $(foreach m,$(LIU_MODELS),$(LF)/n$(1)/own/$(m)/en-%.json)
 # $(call liu_mrr_rules,N,MODEL,PREREQUISITES,COMMAND): both passes of one model's MRR (COMMAND a
-# variable taking N and the language; the options of each pass are appended)
+# variable taking N, the language and the model; the options of each pass are appended)
 define liu_mrr_rules
 $(LF)/n$(1)/own/$(2)/en-%.json: $(3) $(MUSE)/en-%.$(LIU_DICT).txt $(UD_POS) $(LIU_SET)-align
 	@mkdir -p $$(@D)
-	$$(call $(4),$(1),$$*) --pairs-out $$(@D)/en-$$*.pairs
+	$$(call $(4),$(1),$$*,$(2)) --pairs-out $$(@D)/en-$$*.pairs
 $(LF)/n$(1)/mrr/$(2)/en-%.json: $(3) $(MUSE)/en-%.$(LIU_DICT).txt $(UD_POS) $(LIU_SET)-align $(LIU_OWN)
 	@mkdir -p $$(@D)
-	$$(call $(4),$(1),$$*) $$(call liu_common,$(1),$$*)
+	$$(call $(4),$(1),$$*,$(2)) $$(call liu_common,$(1),$$*)
 endef
 liu_static_mrr = $(XLT) align word --emb-a $(word 1,$^) --codes $(LF)/n$(1)/data/codes --subwords mean \
   $(call liu_align,$(2))
+# BERT's word spaces are computed once per language and kept in spaces/<model>/ (--space-cache): English
+# serves every target and each space both passes; once every language of the model is scored they are
+# deleted (spaces/<model>.dropped), as at the gpu and paper scales each is gigabytes (13 x 50k x 768 x 4 B)
 liu_bert_mrr = $(XLT) align contextual-word --device $(DEVICE) --model $(patsubst %/finished,%,$(word 1,$^)) \
   --source-corpus $(LF)/n$(1)/text/en.raw --target-corpus $(LF)/n$(1)/text/$(2).raw \
+  --space-cache $(LF)/n$(1)/spaces/$(3) \
   --n-sentences $(if $(filter all,$(LIU_CWORD_SENTENCES)),$(1),$(LIU_CWORD_SENTENCES)) $(call liu_align,$(2))
 
 # $(call liu_static_rules,N,MODEL) / $(call liu_bert_rules,N,MODEL): the rules of one trained model
@@ -155,13 +160,15 @@ define liu_bert_rules
 $(call liu_mrr_rules,$(1),$(2),$(LF)/n$(1)/models/$(2)/finished $(LF)/n$(1)/text/en.raw $(LF)/n$(1)/text/%.raw,liu_bert_mrr)
 $(LF)/n$(1)/xnli/$(2)/results.json: $(LF)/n$(1)/models/$(2)/finished $(LIU_XNLI_FILES) $(LIU_SET)-langs
 	$$(liu_xnli) --model $(LF)/n$(1)/models/$(2) $(LIU_XNLI_ARGS)
+$(LF)/n$(1)/spaces/$(2).dropped: $(foreach l,$(LIU_LANGS),$(LF)/n$(1)/mrr/$(2)/en-$(l).json)
+	mkdir -p $$(@D) && rm -rf $(LF)/n$(1)/spaces/$(2) && touch $$@
 endef
 $(foreach n,$(LIU_SIZES),$(foreach m,$(LIU_STATIC),$(eval $(call liu_static_rules,$(n),$(m)))) \
   $(foreach m,bert bert-w20,$(eval $(call liu_bert_rules,$(n),$(m)))))
 
 # ---- the figures and the POS table ----------------------------------------------------------------
 LIU_FIG_RESULTS := $(foreach n,$(LIU_SIZES),$(foreach m,$(LIU_MODELS),$(LF)/n$(n)/xnli/$(m)/results.json \
-  $(foreach l,$(LIU_LANGS),$(LF)/n$(n)/mrr/$(m)/en-$(l).json)))
+  $(foreach l,$(LIU_LANGS),$(LF)/n$(n)/mrr/$(m)/en-$(l).json) $(if $(filter bert%,$(m)),$(LF)/n$(n)/spaces/$(m).dropped)))
 $(W)/report/liu-figures.md: $(LIU_FIG_RESULTS) $(LIU_SET)-langs $(LIU_SET)-sizes
 	$(XLT) report liu-figures --results-dir $(LF) --langs $(call comma_list,$(LIU_LANGS)) \
 	  --sizes $(call comma_list,$(LIU_SIZES)) -o $(W)/report > /dev/null

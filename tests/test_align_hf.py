@@ -73,15 +73,25 @@ def test_align_word_on_transformers_models(models, data):
     assert result["target"]["run"] == str(models / "xlmr") and 0 < result["results"][0]["mrr"] <= 1
 
 
-def test_contextual_words_are_the_models_own_words(models, data):
+def test_contextual_words_are_the_models_own_words(models, data, tmp_path):
     root, texts = data
     bert = load_text_model(str(models / "bert"))
     assert bert.split_words("en", "The cat, sees the garden.") == ["the", "cat", ",", "sees", "the", "garden", "."]
-    result = align_contextual_word(str(models / "bert"), "en", "fr", str(texts["en"]), str(texts["fr"]), None,
-                                   str(root / "test.txt"), layers=[0, 3], word=WordSettings(map="none", csls=False))
+
+    def score(model, cache=None):
+        return align_contextual_word(str(models / model), "en", "fr", str(texts["en"]), str(texts["fr"]), None,
+                                     str(root / "test.txt"), layers=[0, 3], word=WordSettings(map="none", csls=False),
+                                     space_cache=cache)
+
+    result = score("bert")
     words = {w for line in texts["en"].read_text().splitlines() for w in bert.split_words("en", line)}
     assert result["space"]["source_words"] == len(words)
     assert [r["layer"] for r in result["results"]] == [0, 3] and all(0 < r["mrr"] <= 1 for r in result["results"])
+    # A transformers model's spaces are cached by its weights too, apart from another model's.
+    assert bert.weights_sha256() != load_text_model(str(models / "xlmr")).weights_sha256()
+    cached = [score(model, str(tmp_path)) for model in ("bert", "xlmr", "bert")]
+    assert [c["space_cache"]["source"]["hit"] for c in cached] == [False, False, True]
+    assert cached[2]["results"] == result["results"]
 
 
 def test_sentence_and_dictionary_across_kinds(models, data, tiny_run, tmp_path):

@@ -37,10 +37,11 @@ from xlt.analysis.extract import resolve_layers, word_vectors
 from xlt.analysis.pair_sets import ScoredPairs, scored_pairs, write_pairs
 from xlt.analysis.procrustes import align_spaces, unit_length
 from xlt.analysis.retrieval import gold_ranks, precision_at_k, rank_scores, topk_cosine, topk_csls
+from xlt.analysis.space_cache import cached_space, space_key
 from xlt.model.protocol import TextModel, load_text_model
 from xlt.utils import log
-from xlt.utils.errors import XltError
-from xlt.utils.textio import atomic_path, read_lines
+from xlt.utils.errors import XltError, require_file
+from xlt.utils.textio import atomic_path, file_sha256, read_lines
 
 KS = (1, 5, 10)
 
@@ -297,24 +298,45 @@ def contextual_space(run: TextModel, lang: str, corpus: str, n_sentences: int, m
     return WordSpace([words[t] for t in present.tolist()], means)
 
 
+def cached_contextual_space(run: TextModel, lang: str, corpus: str, n_sentences: int, max_words: int,
+                            layers: list[int], pooling: str, settings: AlignSettings,
+                            cache: Optional[str]) -> tuple[WordSpace, Optional[dict]]:
+    """:func:`contextual_space`, read from the ``cache`` directory when it holds that space
+    (:mod:`xlt.analysis.space_cache`); returns it and the cache's record (None without one)."""
+    def compute() -> tuple[list[str], np.ndarray]:
+        space = contextual_space(run, lang, corpus, n_sentences, max_words, layers, pooling, settings)
+        return space.words, space.vectors
+
+    if cache is None:
+        return WordSpace(*compute()), None
+    key = space_key(run.describe(), run.weights_sha256(), lang, file_sha256(require_file(corpus, "corpus")),
+                    n_sentences, max_words, layers, pooling)
+    (words, vectors), record = cached_space(cache, key, compute)
+    return WordSpace(words, vectors), record
+
+
 def align_contextual_word(model: str, source_lang: str, target_lang: str, source_corpus: str, target_corpus: str,
                           train_dictionary: Optional[str], test_dictionary: str, target_model: Optional[str] = None,
                           n_sentences: int = 10000, max_words: int = 50000, layers: Optional[Sequence[int]] = None,
                           pooling: str = "mean", settings: AlignSettings = AlignSettings(),
-                          word: WordSettings = WordSettings()) -> dict:
+                          word: WordSettings = WordSettings(), space_cache: Optional[str] = None) -> dict:
     """``xlt align contextual-word``: per-layer mean contextual word vectors (Figure 4b; with
-    ``word.map="none"`` Liu et al.'s BERT word retrieval: each word the mean of its contexts)."""
+    ``word.map="none"`` Liu et al.'s BERT word retrieval: each word the mean of its contexts).
+    ``space_cache``: a directory where each language's space is kept and reused."""
     word.check(train_dictionary)
+    if space_cache is not None and "-" in (source_corpus, target_corpus):
+        raise XltError("--space-cache keys a space by its corpus file's checksum: give the corpora as files, not -")
     sides = Sides.load(model, source_lang, target_lang, target_model, settings)
     chosen = sides.layers(layers)
-    source = contextual_space(sides.source, source_lang, source_corpus, n_sentences, max_words, chosen, pooling,
-                              settings)
-    target = contextual_space(sides.target, target_lang, target_corpus, n_sentences, max_words, chosen, pooling,
-                              settings)
+    source, source_cached = cached_contextual_space(sides.source, source_lang, source_corpus, n_sentences, max_words,
+                                                    chosen, pooling, settings, space_cache)
+    target, target_cached = cached_contextual_space(sides.target, target_lang, target_corpus, n_sentences, max_words,
+                                                    chosen, pooling, settings, space_cache)
     # Dictionary words are segmented like the corpus (e.g. lowercased) before the lookup.
     evaluated = evaluate_spaces(source, target, train_dictionary, test_dictionary, settings, word, chosen,
                                 lambda w: " ".join(sides.source.split_words(source_lang, w)),
                                 lambda w: " ".join(sides.target.split_words(target_lang, w)))
     return {"command": "align contextual-word", **sides.describe(), "pooling": pooling,
             "n_sentences": n_sentences, "max_words": max_words, "settings": asdict(settings), "layers": chosen,
+            **({"space_cache": {"source": source_cached, "target": target_cached}} if space_cache else {}),
             **evaluated}

@@ -220,13 +220,16 @@ def word(model, source_lang, target_lang, target_model, emb_a, emb_b, codes, max
 @click.option("--pooling", type=click.Choice(["first", "mean"]), default="mean", show_default=True,
               help="A word occurrence is its first subword or the mean of its subwords (the paper: mean).")
 @click.option("--layers", default=None, help="Comma-separated layers, 0 = embeddings [default: all].")
+@click.option("--space-cache", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="Keep each language's word space here and reuse it when the model's weights, the corpus and "
+                   "these settings are the same (English serves every target; layers x words x d_model x 4 B each).")
 @dataclass_options(WordSettings)
 @click.option("--train-dict", type=click.Path(dir_okay=False), default=None, metavar="FILE", help=WORD_DICT_HELP)
 @click.option("--test-dict", required=True, type=click.Path(dir_okay=False), metavar="FILE", help="MUSE test dictionary.")
 @click.option("-o", "--output", default="-", show_default=True, type=click.Path(), metavar="FILE",
               help="Result JSON (- = stdout).")
 def contextual_word(model, source_lang, target_lang, target_model, source_corpus, target_corpus, n_sentences,
-                    max_words, pooling, layers, train_dict, test_dict, output, **settings):
+                    max_words, pooling, layers, space_cache, train_dict, test_dict, output, **settings):
     """Align mean contextual word vectors per layer (Figure 4b) and evaluate word translation.
 
     A word's vector is the mean over its occurrences of the mean of its subwords' states
@@ -238,6 +241,10 @@ def contextual_word(model, source_lang, target_lang, target_model, source_corpus
         --source-corpus data/mono/en.txt --target-corpus data/mono/fr.txt --n-sentences 100000 \\
         --train-dict data/muse/splits_reconstructed/en-fr.0-5000.txt \\
         --test-dict data/muse/splits_reconstructed/en-fr.5000-6500.txt -o cword.json
+    Example (Liu et al.: one joint model, no map; the English space computed once for both targets):
+      for l in fr de; do xlt align contextual-word --model runs/joint --source-lang en --target-lang $l \\
+        --source-corpus text/en.raw --target-corpus text/$l.raw --map none --no-csls --space-cache spaces \\
+        --test-dict data/muse/splits_reconstructed/en-$l.5000-6500.txt -o mrr-$l.json; done
     """
     from xlt.analysis.align import align_contextual_word
 
@@ -245,7 +252,7 @@ def contextual_word(model, source_lang, target_lang, target_model, source_corpus
     output = _writable(output)
     _write(align_contextual_word(model, source_lang, target_lang, source_corpus, target_corpus, train_dict, test_dict,
                                  target_model, n_sentences, max_words, _layers(layers), pooling,
-                                 align_settings, word_settings), output)
+                                 align_settings, word_settings, space_cache), output)
 
 
 @align.command("sentence")

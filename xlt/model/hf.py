@@ -21,7 +21,7 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 from torch import Tensor, nn
 
-from xlt.model.protocol import HF_PREFIX
+from xlt.model.protocol import HF_PREFIX, state_sha256
 from xlt.utils.errors import XltError
 
 # Logits of at most this many positions at once: a 250k-word softmax (XLM-R) over a whole batch
@@ -124,6 +124,9 @@ class HFTextModel:
     def describe(self) -> dict:
         return {"source": self.source, "kind": "hf", "step": None, "model": self.variant,
                 "model_type": getattr(self.config, "model_type", None)}
+
+    def weights_sha256(self) -> str:
+        return state_sha256(self.model)
 
     def random_like(self, seed: int) -> "HFTextModel":
         torch.manual_seed(seed)

@@ -60,6 +60,9 @@ class TextModel(Protocol):
     def check_language(self, lang: str) -> None:
         """XltError (one line) unless the model can take text of ``lang``."""
 
+    def weights_sha256(self) -> str:
+        """sha256 of the weights (:func:`state_sha256`): what a cache of the model's outputs is keyed by."""
+
     def encode_lines(self, lang: str, lines: Sequence[str]) -> list[list[int]]:
         """Raw lines -> content ids, no special tokens."""
 
@@ -98,6 +101,19 @@ class TextModel(Protocol):
 
     def token_set(self, lang: str, path: Optional[str]) -> set[int]:
         """V_lang: ids of the tokens seen in ``lang``'s text (``path``) or recorded with the model."""
+
+
+def state_sha256(module) -> str:
+    """sha256 of a torch module's state: each parameter and buffer's name, dtype, shape and bytes."""
+    import hashlib
+
+    import torch
+
+    digest = hashlib.sha256()
+    for name, tensor in sorted(module.state_dict().items()):
+        digest.update(f"{name} {tensor.dtype} {tuple(tensor.shape)}\n".encode())
+        digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
+    return digest.hexdigest()
 
 
 def model_source(spec: str) -> str:

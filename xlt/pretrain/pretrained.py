@@ -26,6 +26,7 @@ from torch import Tensor
 
 from xlt.model.config import EncoderConfig
 from xlt.model.heads import MaskedLM
+from xlt.model.protocol import state_sha256
 from xlt.pretrain.checkpoint import load_checkpoint, load_model_weights, require_keys
 from xlt.text.tokenize import Tokenizer, TokenizerConfig
 from xlt.text.vocab import EOS_ID, PAD_ID, SPECIALS, UNK_ID, Vocabulary
@@ -186,6 +187,9 @@ class PretrainedRun:
 
     def check_language(self, lang: str) -> None:
         self.text(lang)
+
+    def weights_sha256(self) -> str:
+        return state_sha256(self.model)
 
     def with_model(self, model: MaskedLM, variant: str) -> "PretrainedRun":
         """This run's vocabulary and text pipelines around another model of its architecture."""
