@@ -66,9 +66,10 @@ def test_anything_the_space_depends_on_is_another_entry(tiny_run, corpora, tmp_p
                 n_sentences=60, max_words=1000, layers=[0, 2], pooling="mean")
     paths = {space_path(str(tmp_path), space_key(**base))}
     for name, other in (("weights_sha256", "0" * 64), ("corpus_sha256", "d" * 64), ("n_sentences", 61),
-                        ("max_words", 999), ("layers", [0, 1]), ("pooling", "first"), ("lang", "fr")):
+                        ("max_words", 999), ("layers", [0, 1]), ("pooling", "first"), ("lang", "fr"),
+                        ("batch_size", 8), ("device", "cuda")):
         paths.add(space_path(str(tmp_path), space_key(**{**base, name: other})))
-    assert len(paths) == 8
+    assert len(paths) == 10
     # Through the command: another sentence count or other layers compute a new space.
     score(tiny_run, corpora, cache=str(tmp_path), layers=[0, 2])
     score(tiny_run, corpora, cache=str(tmp_path), layers=[0, 2], n_sentences=40)

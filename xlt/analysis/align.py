@@ -310,7 +310,7 @@ def cached_contextual_space(run: TextModel, lang: str, corpus: str, n_sentences:
     if cache is None:
         return WordSpace(*compute()), None
     key = space_key(run.describe(), run.weights_sha256(), lang, file_sha256(require_file(corpus, "corpus")),
-                    n_sentences, max_words, layers, pooling)
+                    n_sentences, max_words, layers, pooling, settings.batch_size, torch.device(settings.device).type)
     (words, vectors), record = cached_space(cache, key, compute)
     return WordSpace(words, vectors), record
 

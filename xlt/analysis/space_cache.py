@@ -5,8 +5,9 @@ over the whole corpus, and Liu et al.'s protocol asks for the same one many time
 of every target language, and every side twice when several models are scored on their common pairs
 (``make reproduce-liu-figures``: a first pass finds each model's pairs, the second scores the common
 ones). A cached space is keyed by all it is computed from -- the weights' checksum, the model's
-identity, the language, the corpus's checksum, the sentence count, the word limit, the layers and
-the pooling -- so a hit is the very array a fresh computation would give (float32, bit for bit).
+identity, the language, the corpus's checksum, the sentence count, the word limit, the layers, the
+pooling, the batch size and the device kind -- so a hit is the very array a fresh computation would
+give (float32, bit for bit).
 
 Files: ``<dir>/<lang>-<16 hex digits of the key's sha256>.npz`` holding ``vectors`` [L, N, D]
 float32, ``words`` (UTF-8, one per line) and ``key`` (its JSON, compared on reading). An unreadable
@@ -33,11 +34,12 @@ FORMAT = 1
 
 
 def space_key(model_identity: dict, weights_sha256: str, lang: str, corpus_sha256: str, n_sentences: int,
-              max_words: int, layers: list[int], pooling: str) -> dict:
-    """What a contextual space is a function of (JSON-friendly)."""
+              max_words: int, layers: list[int], pooling: str, batch_size: int = 32, device: str = "cpu") -> dict:
+    """What a contextual space is a function of (JSON-friendly). The batch size and the device kind
+    change only the last bits (other padding, other kernels), but a hit is meant to be exact."""
     return {"format": FORMAT, "model": model_identity, "weights_sha256": weights_sha256, "lang": lang,
             "corpus_sha256": corpus_sha256, "n_sentences": n_sentences, "max_words": max_words,
-            "layers": list(layers), "pooling": pooling}
+            "layers": list(layers), "pooling": pooling, "batch_size": batch_size, "device": device}
 
 
 def _canonical(key: dict) -> str:
