@@ -45,7 +45,8 @@ $(FAST): $(STAMP)
 	    -Ibuild/fastbpe/fastBPE-$(FASTBPE_VER)/fastBPE -o $@.tmp && mv $@.tmp $@
 
 # One torch thread per worker: the tests' models are tiny, and workers x threads above the cores
-# slows every one of them. On 2 cores: 13 minutes against 23 for one process (2026-11-27).
+# slows every one of them. On 2 cores: 13 minutes against 23 for one process (2026-11-27;
+# TEST_JOBS=0 runs them in this one process).
 TEST_JOBS ?= auto
 test: install
 	OMP_NUM_THREADS=1 $(VENV)/bin/pytest -q -n $(TEST_JOBS) --dist loadfile tests
