@@ -144,7 +144,8 @@ liu_static_mrr = $(XLT) align word --emb-a $(word 1,$^) --codes $(LF)/n$(1)/data
   $(call liu_align,$(2))
 # BERT's word spaces are computed once per language and kept in spaces/<model>/ (--space-cache): English
 # serves every target and each space both passes; once every language of the model is scored they are
-# deleted (spaces/<model>.dropped), as at the gpu and paper scales each is gigabytes (13 x 50k x 768 x 4 B)
+# deleted (spaces/<model>.dropped), as at the gpu and paper scales each is gigabytes (13 x 50k x 768 x 4 B;
+# both BERTs of a size hold theirs at once, the common pairs needing both: 20 GB for five languages)
 liu_bert_mrr = $(XLT) align contextual-word --device $(DEVICE) --model $(patsubst %/finished,%,$(word 1,$^)) \
   --source-corpus $(LF)/n$(1)/text/en.raw --target-corpus $(LF)/n$(1)/text/$(2).raw \
   --space-cache $(LF)/n$(1)/spaces/$(3) \

@@ -24,6 +24,7 @@ Shapes: L layers, N words/sentences, D dimensions.
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Optional, Sequence
@@ -37,7 +38,7 @@ from xlt.analysis.extract import resolve_layers, word_vectors
 from xlt.analysis.pair_sets import ScoredPairs, scored_pairs, write_pairs
 from xlt.analysis.procrustes import align_spaces, unit_length
 from xlt.analysis.retrieval import gold_ranks, precision_at_k, rank_scores, topk_cosine, topk_csls
-from xlt.analysis.space_cache import cached_space, space_key
+from xlt.analysis.space_cache import cached_space, pipeline_sha256, space_key
 from xlt.model.protocol import TextModel, load_text_model
 from xlt.utils import log
 from xlt.utils.errors import XltError, require_file
@@ -299,18 +300,20 @@ def contextual_space(run: TextModel, lang: str, corpus: str, n_sentences: int, m
 
 
 def cached_contextual_space(run: TextModel, lang: str, corpus: str, n_sentences: int, max_words: int,
-                            layers: list[int], pooling: str, settings: AlignSettings,
-                            cache: Optional[str]) -> tuple[WordSpace, Optional[dict]]:
+                            layers: list[int], pooling: str, settings: AlignSettings, cache: Optional[str],
+                            weights_sha256: Optional[str] = None) -> tuple[WordSpace, Optional[dict]]:
     """:func:`contextual_space`, read from the ``cache`` directory when it holds that space
-    (:mod:`xlt.analysis.space_cache`); returns it and the cache's record (None without one)."""
+    (:mod:`xlt.analysis.space_cache`); returns it and the cache's record (None without one).
+    ``weights_sha256``: the model's, when the caller has it already (hashing mBERT takes seconds)."""
     def compute() -> tuple[list[str], np.ndarray]:
         space = contextual_space(run, lang, corpus, n_sentences, max_words, layers, pooling, settings)
         return space.words, space.vectors
 
     if cache is None:
         return WordSpace(*compute()), None
-    key = space_key(run.describe(), run.weights_sha256(), lang, file_sha256(require_file(corpus, "corpus")),
-                    n_sentences, max_words, layers, pooling, settings.batch_size, torch.device(settings.device).type)
+    key = space_key(run.describe(), weights_sha256 or run.weights_sha256(), pipeline_sha256(run.source), lang,
+                    file_sha256(require_file(corpus, "corpus")), n_sentences, max_words, layers, pooling,
+                    settings.batch_size, torch.device(settings.device).type)
     (words, vectors), record = cached_space(cache, key, compute)
     return WordSpace(words, vectors), record
 
@@ -324,14 +327,21 @@ def align_contextual_word(model: str, source_lang: str, target_lang: str, source
     ``word.map="none"`` Liu et al.'s BERT word retrieval: each word the mean of its contexts).
     ``space_cache``: a directory where each language's space is kept and reused."""
     word.check(train_dictionary)
-    if space_cache is not None and "-" in (source_corpus, target_corpus):
-        raise XltError("--space-cache keys a space by its corpus file's checksum: give the corpora as files, not -")
+    if space_cache is not None:
+        for corpus in (source_corpus, target_corpus):  # stdin or a pipe would be read up by the checksum
+            if not os.path.isfile(require_file(corpus, "corpus")):
+                raise XltError("--space-cache keys a space by its corpus's checksum: give the corpus as a regular "
+                               "file, not - or a pipe", corpus)
     sides = Sides.load(model, source_lang, target_lang, target_model, settings)
     chosen = sides.layers(layers)
+    weights = ({id(m): m.weights_sha256() for m in (sides.source, sides.target)} if space_cache is not None
+               else {})
     source, source_cached = cached_contextual_space(sides.source, source_lang, source_corpus, n_sentences, max_words,
-                                                    chosen, pooling, settings, space_cache)
+                                                    chosen, pooling, settings, space_cache,
+                                                    weights.get(id(sides.source)))
     target, target_cached = cached_contextual_space(sides.target, target_lang, target_corpus, n_sentences, max_words,
-                                                    chosen, pooling, settings, space_cache)
+                                                    chosen, pooling, settings, space_cache,
+                                                    weights.get(id(sides.target)))
     # Dictionary words are segmented like the corpus (e.g. lowercased) before the lookup.
     evaluated = evaluate_spaces(source, target, train_dictionary, test_dictionary, settings, word, chosen,
                                 lambda w: " ".join(sides.source.split_words(source_lang, w)),
