@@ -42,9 +42,12 @@ def score(run, corpora, source="en", target="fr", cache=None, dictionary="test.t
 
 
 def a_key(**changes) -> dict:
-    return space_key(**{**dict(model_identity={"source": "m"}, weights_sha256="a" * 64, pipeline="p" * 64, lang="en",
-                               corpus_sha256="b" * 64, n_sentences=10, max_words=100, layers=[0], pooling="mean",
-                               batch_size=32, device="cpu"), **changes})
+    given = {**dict(model_identity={"source": "m"}, weights_sha256="a" * 64, pipeline="p" * 64, lang="en",
+                    corpus_sha256="b" * 64, n_sentences=10, max_words=100, layers=[0], pooling="mean",
+                    batch_size=32, device="cpu"), **changes}
+    model = {"model": given.pop("model_identity"), "weights_sha256": given.pop("weights_sha256"),
+             "pipeline_sha256": given.pop("pipeline")}
+    return space_key(model, **given)
 
 
 def test_a_cached_space_is_the_computed_one_and_serves_either_side(tiny_run, corpora, tmp_path, monkeypatch):

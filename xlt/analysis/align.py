@@ -38,7 +38,7 @@ from xlt.analysis.extract import resolve_layers, word_vectors
 from xlt.analysis.pair_sets import ScoredPairs, scored_pairs, write_pairs
 from xlt.analysis.procrustes import align_spaces, unit_length
 from xlt.analysis.retrieval import gold_ranks, precision_at_k, rank_scores, topk_cosine, topk_csls
-from xlt.analysis.space_cache import cached_space, pipeline_sha256, space_key
+from xlt.analysis.space_cache import cached_space, model_identity, space_key
 from xlt.model.protocol import TextModel, load_text_model
 from xlt.utils import log
 from xlt.utils.errors import XltError, require_file
@@ -301,19 +301,18 @@ def contextual_space(run: TextModel, lang: str, corpus: str, n_sentences: int, m
 
 def cached_contextual_space(run: TextModel, lang: str, corpus: str, n_sentences: int, max_words: int,
                             layers: list[int], pooling: str, settings: AlignSettings, cache: Optional[str],
-                            weights_sha256: Optional[str] = None) -> tuple[WordSpace, Optional[dict]]:
+                            identity: Optional[dict] = None) -> tuple[WordSpace, Optional[dict]]:
     """:func:`contextual_space`, read from the ``cache`` directory when it holds that space
     (:mod:`xlt.analysis.space_cache`); returns it and the cache's record (None without one).
-    ``weights_sha256``: the model's, when the caller has it already (hashing mBERT takes seconds)."""
+    ``identity``: the model's :func:`~xlt.analysis.space_cache.model_identity`, when the caller has it."""
     def compute() -> tuple[list[str], np.ndarray]:
         space = contextual_space(run, lang, corpus, n_sentences, max_words, layers, pooling, settings)
         return space.words, space.vectors
 
     if cache is None:
         return WordSpace(*compute()), None
-    key = space_key(run.describe(), weights_sha256 or run.weights_sha256(), pipeline_sha256(run.source), lang,
-                    file_sha256(require_file(corpus, "corpus")), n_sentences, max_words, layers, pooling,
-                    settings.batch_size, torch.device(settings.device).type)
+    key = space_key(identity or model_identity(run), lang, file_sha256(corpus), n_sentences, max_words, layers,
+                    pooling, settings.batch_size, torch.device(settings.device).type)
     (words, vectors), record = cached_space(cache, key, compute)
     return WordSpace(words, vectors), record
 
@@ -334,14 +333,15 @@ def align_contextual_word(model: str, source_lang: str, target_lang: str, source
                                "file, not - or a pipe", corpus)
     sides = Sides.load(model, source_lang, target_lang, target_model, settings)
     chosen = sides.layers(layers)
-    weights = ({id(m): m.weights_sha256() for m in (sides.source, sides.target)} if space_cache is not None
-               else {})
+    # One model for both sides (Liu et al.'s joint BERT) is identified once.
+    identities = ({id(m): model_identity(m) for m in (sides.source, sides.target)} if space_cache is not None
+                  else {})
     source, source_cached = cached_contextual_space(sides.source, source_lang, source_corpus, n_sentences, max_words,
                                                     chosen, pooling, settings, space_cache,
-                                                    weights.get(id(sides.source)))
+                                                    identities.get(id(sides.source)))
     target, target_cached = cached_contextual_space(sides.target, target_lang, target_corpus, n_sentences, max_words,
                                                     chosen, pooling, settings, space_cache,
-                                                    weights.get(id(sides.target)))
+                                                    identities.get(id(sides.target)))
     # Dictionary words are segmented like the corpus (e.g. lowercased) before the lookup.
     evaluated = evaluate_spaces(source, target, train_dictionary, test_dictionary, settings, word, chosen,
                                 lambda w: " ".join(sides.source.split_words(source_lang, w)),

@@ -21,18 +21,17 @@ computed. Size: layers x words x d_model x 4 bytes (a 768-wide 12-layer model's 
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
 import zipfile
-from typing import Callable, Iterator, Optional
+from typing import Callable, Optional
 
 import numpy as np
 
 from xlt.utils import log
 from xlt.utils.errors import XltError
+from xlt.utils.rundir import exclusive_lock
 from xlt.utils.textio import atomic_path, file_sha256
 
 FORMAT = 1
@@ -59,14 +58,21 @@ def pipeline_sha256(source: str) -> Optional[str]:
     return digest.hexdigest()
 
 
-def space_key(model_identity: dict, weights_sha256: str, pipeline: Optional[str], lang: str, corpus_sha256: str,
-              n_sentences: int, max_words: int, layers: list[int], pooling: str, batch_size: int,
-              device: str) -> dict:
-    """What a contextual space is a function of (JSON-friendly). The batch size and the device kind
-    change only the last bits (other padding, other kernels), but a hit is meant to be exact."""
-    return {"format": FORMAT, "model": model_identity, "weights_sha256": weights_sha256, "pipeline_sha256": pipeline,
-            "lang": lang, "corpus_sha256": corpus_sha256, "n_sentences": n_sentences, "max_words": max_words,
-            "layers": list(layers), "pooling": pooling, "batch_size": batch_size, "device": device}
+def model_identity(run) -> dict:
+    """What a space needs of its :class:`~xlt.model.protocol.TextModel`: its description, the weights'
+    sha256 and its text pipeline's (computed once per model: hashing mBERT's weights takes seconds)."""
+    return {"model": run.describe(), "weights_sha256": run.weights_sha256(),
+            "pipeline_sha256": pipeline_sha256(run.source)}
+
+
+def space_key(model: dict, lang: str, corpus_sha256: str, n_sentences: int, max_words: int, layers: list[int],
+              pooling: str, batch_size: int, device: str) -> dict:
+    """What a contextual space is a function of (JSON-friendly; ``model``: :func:`model_identity`). The
+    batch size and the device kind change only the last bits (other padding, other kernels), but a hit
+    is meant to be exact."""
+    return {"format": FORMAT, **model, "lang": lang, "corpus_sha256": corpus_sha256, "n_sentences": n_sentences,
+            "max_words": max_words, "layers": list(layers), "pooling": pooling, "batch_size": batch_size,
+            "device": device}
 
 
 def _canonical(key: dict) -> str:
@@ -98,22 +104,6 @@ def _write(path: str, key: dict, words: list[str], vectors: np.ndarray) -> None:
         np.savez(f, vectors=vectors, words=as_bytes("\n".join(words)), key=as_bytes(_canonical(key)))
 
 
-@contextlib.contextmanager
-def _entry_lock(path: str, lang: str) -> Iterator[None]:
-    """Held while an entry is looked up and, on a miss, computed and written: another process
-    wanting the same entry waits, then reads it instead of computing it too."""
-    with open(path + ".lock", "a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            log.info(f"{lang} contextual words: waiting for another process computing {path}")
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def cached_space(directory: str, key: dict, compute: Callable[[], tuple[list[str], np.ndarray]]
                  ) -> tuple[tuple[list[str], np.ndarray], dict]:
     """``compute()``'s (words, vectors [L, N, D] float32), read from ``directory`` when there.
@@ -128,7 +118,10 @@ def cached_space(directory: str, key: dict, compute: Callable[[], tuple[list[str
     except OSError as e:
         raise XltError(f"cannot write to the space cache directory ({e.strerror})", directory) from None
     path = space_path(directory, key)
-    with _entry_lock(path, key["lang"]):
+    # Held while the entry is looked up and, on a miss, computed and written: another process wanting
+    # it waits, then reads it instead of computing it too.
+    with exclusive_lock(path + ".lock", wait=f"{key['lang']} contextual words: waiting for another process "
+                                             f"computing {path}"):
         found = _read(path, key)
         if found is not None:
             log.info(f"{key['lang']} contextual words: {len(found[0]):,} from {path}")

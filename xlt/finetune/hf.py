@@ -38,7 +38,7 @@ from torch import Tensor, nn
 
 from xlt.model.encoder import LayerHook
 from xlt.model.hf import HFTextModel, layer_output_modules
-from xlt.model.protocol import HF_PREFIX, model_kind
+from xlt.model.protocol import HF_PREFIX, model_kind, state_sha256
 from xlt.utils.errors import XltError
 
 
@@ -184,17 +184,6 @@ class _Model:
     encoder: HFEncoder
 
 
-def _sha256_state(module: nn.Module) -> str:
-    """A checksum of every tensor (names, dtypes, shapes, values): the weights the runs start from, for a
-    hub name as for a directory."""
-    digest = hashlib.sha256()
-    for name, tensor in sorted(module.state_dict().items()):
-        t = tensor.detach().cpu().contiguous()
-        digest.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
-        digest.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
-    return digest.hexdigest()
-
-
 def _sha256_config(config: Any) -> str:
     # Without the library's version and the hub commit: the same architecture under another transformers
     # release is the same run (the weights' checksum catches a changed checkpoint).
@@ -230,7 +219,7 @@ class HFRun:
         text_model = HFTextModel.load(spec)
         text_model.wrap([])   # a tokenizer with another layout fails now, before any run
         # Checksummed before re-initialising: the control is named by the model it re-initialises.
-        weights = _sha256_state(text_model.base)
+        weights = state_sha256(text_model.base)
         if checkpoint == "untrained":
             # The model's own init (seed 0, so every seed and task of the control starts from the same
             # weights), not xlt's: what "this architecture without pretraining" means for it.

@@ -104,15 +104,17 @@ class TextModel(Protocol):
 
 
 def state_sha256(module) -> str:
-    """sha256 of a torch module's state: each parameter and buffer's name, dtype, shape and bytes."""
+    """sha256 of a torch module's state: each parameter and buffer's name, dtype, shape and bytes (the
+    weights a fine-tuning run starts from, a cache of the model's outputs is keyed by)."""
     import hashlib
 
     import torch
 
     digest = hashlib.sha256()
     for name, tensor in sorted(module.state_dict().items()):
-        digest.update(f"{name} {tensor.dtype} {tuple(tensor.shape)}\n".encode())
-        digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
+        t = tensor.detach().cpu().contiguous()
+        digest.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        digest.update(t.reshape(-1).view(torch.uint8).numpy())  # flat: a 0-d tensor has no byte view
     return digest.hexdigest()
 
 

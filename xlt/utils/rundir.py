@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Iterator, Optional
 
 from xlt import __version__
+from xlt.utils import log
 from xlt.utils.errors import PathLike, XltError
 from xlt.utils.textio import read_json, write_json
 
@@ -58,8 +59,9 @@ def command_line() -> list[str]:
 
 
 @contextlib.contextmanager
-def exclusive_lock(path: PathLike, what: str = "run directory") -> Iterator[None]:
-    """Hold an exclusive, non-blocking ``flock`` on ``path`` (created if needed).
+def exclusive_lock(path: PathLike, what: str = "run directory", wait: Optional[str] = None) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created if needed). Held by another process: an
+    XltError, or with ``wait`` (a log line saying what is awaited) wait for it.
 
     The kernel drops the lock when the process dies, so a killed run never leaves a stale lock.
     """
@@ -69,7 +71,10 @@ def exclusive_lock(path: PathLike, what: str = "run directory") -> Iterator[None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise XltError(f"another process is using this {what}", os.path.dirname(path) or path) from None
+            if wait is None:
+                raise XltError(f"another process is using this {what}", os.path.dirname(path) or path) from None
+            log.info(wait)
+            fcntl.flock(fd, fcntl.LOCK_EX)
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         yield
