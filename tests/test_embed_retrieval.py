@@ -55,14 +55,51 @@ def test_joint_space_without_a_map_is_perfect_here(files):
     scores = result["results"][0]
     assert result["map"] == "none" and result["train"] is None and result["test"]["usable"] == 20
     assert scores["mrr"] == 1.0 and scores["ranked"]["p@1"] == 1.0 and scores["mrr_candidates"] == 20
-    # The whole joint space is searched for NN: w_i's nearest row is m_i (noise 0.01), never w_i
-    # itself, because w_i is not a target of any pair -- but the source words are candidates too.
-    assert scores["nn"]["p@1"] == 0.0 and scores["nn"]["p@5"] == 1.0
+    # NN searches the whole joint space but w_i's own row: its nearest other row is m_i (noise 0.01).
+    assert scores["nn"] == {"p@1": 1.0, "p@5": 1.0, "p@10": 1.0} and scores["own_rows_left_out"] == 20
     # By part of speech: W20, W21 NOUN; W22 VERB; W23 ADP (closed); the other 16 untagged.
     pos = scores["by_pos"]
     assert {k: v["queries"] for k, v in pos.items()} == {"NOUN": 2, "VERB": 1, "ADP": 1, "none": 16, "open": 3,
                                                         "closed": 1}
     assert "MRR by UPOS" in res.stderr
+
+
+def test_nn_and_csls_in_a_joint_space_leave_the_query_itself_out(tmp_path):
+    """Against a brute-force search of the whole joint space without the query's own row (kept for a
+    pair of one string, whose translation that row is: rank 1, as the MRR ranks it); a neighbourhood
+    term of CSLS leaves each row itself out too. The MRR is unchanged: the dictionary's targets by cosine."""
+    rng = np.random.default_rng(3)
+    en = rng.normal(size=(30, D))
+    vectors = np.vstack([en, en + 0.9 * rng.normal(size=en.shape)])  # m_i: w_i plus much noise
+    words = [f"w{i}" for i in range(30)] + [f"m{i}" for i in range(30)]
+    write_word2vec(tmp_path / "joint.vec", words, vectors)
+    pairs = [(f"w{i}", f"m{i}") for i in range(30)] + [("w0", "m1"), ("w5", "w5")]
+    (tmp_path / "dict.txt").write_text("".join(f"{s} {t}\n" for s, t in pairs), encoding="utf-8")
+    res = word(None, "--emb-a", tmp_path / "joint.vec", "--map", "none", "--test-dict", tmp_path / "dict.txt")
+    assert res.returncode == 0, res.stderr
+    scores = json.loads(res.stdout)["results"][0]
+
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    cos = unit @ unit.T
+    others = cos - np.diag(np.full(len(cos), np.inf))
+    r = np.sort(others, axis=1)[:, ::-1][:, :10].mean(1)  # r_T = r_S: one space
+    row = {w: i for i, w in enumerate(words)}
+    gold = {}
+    for s, t in pairs:
+        gold.setdefault(row[s], set()).add(row[t])
+    for method, sim in (("nn", cos), ("csls", 2 * cos - r[:, None] - r[None, :])):
+        found = []
+        for q, g in gold.items():
+            s = sim[q].copy()
+            if q not in g:
+                s[q] = -np.inf
+            found.append([bool(set(np.argsort(-s)[:k]) & g) for k in (1, 5, 10)])
+        expected = dict(zip(("p@1", "p@5", "p@10"), np.mean(found, axis=0)))
+        assert scores[method] == pytest.approx(expected), method
+    assert 0.3 < scores["nn"]["p@1"] < 1  # neither every query itself nor every query right
+    candidates = sorted({row[t] for _, t in pairs})
+    ranks = [1 + (cos[q, candidates] > max(cos[q, t] for t in g)).sum() for q, g in gold.items()]
+    assert scores["mrr"] == pytest.approx(np.mean(1 / np.array(ranks)))
 
 
 def test_rotated_spaces_need_procrustes_and_save_the_map(files, tmp_path):

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import synthetic
 import torch
-from conftest import assert_one_line_error, run_xlt
+from conftest import assert_one_line_error, run_in_process, run_xlt
 
-from xlt.analysis.extract import sentence_vectors, token_vectors, word_vectors
+from xlt.analysis.extract import LEVELS, sentence_vectors, sentence_vectors_and_index, token_vectors, word_vectors
 from xlt.pretrain.pretrained import PretrainedRun, model_input
 from xlt.utils.errors import XltError
 
@@ -98,11 +98,25 @@ def test_word_pooling_first_and_mean(run, run_dir):
 
 def test_truncation_to_the_position_table(run):
     long_line = " ".join(["the cat sees a dog ."] * 100)  # 600 subwords > 512 - 2
-    X = sentence_vectors(run, "en", [long_line], layers=[1])
+    X, sentences = sentence_vectors_and_index(run, "en", ["a cat", long_line], layers=[1])
+    assert sentences.truncated_sentences == [1]
+    X = X[:, 1:]
     ids = run.text("en").encode_lines([long_line])[0][:510]
     np.testing.assert_allclose(X[0, 0], hidden_states(run, "en", ids)[1, 1:-1].mean(0), atol=1e-5)
     vectors, index = word_vectors(run, "en", [long_line.split(), ["a", "cat"]])
-    assert index.counts().tolist() == [510, 2] and index.truncated == 1 and vectors.shape[1] == 512
+    assert index.counts().tolist() == [510, 2] and index.truncated_sentences == [0] and vectors.shape[1] == 512
+
+
+def test_truncation_is_recorded_in_the_header_at_every_level(run_dir, tmp_path, capsys):
+    long_line = " ".join(["the cat sees a dog ."] * 100)  # 600 subwords > 512 - 2
+    text = tmp_path / "in.txt"
+    text.write_text(f"the cat .\n{long_line}\na dog .\n{long_line}\n")
+    for level in LEVELS:
+        res = run_in_process(capsys, "-q", "extract", "--model", run_dir[0], "--lang", "en", "--level", level,
+                             "--layers", "0", text, "-o", tmp_path / level)
+        assert res.returncode == 0 and res.stderr == "", res.stderr  # -q: the header is the only record
+        header = json.loads((tmp_path / f"{level}.json").read_text())
+        assert (header["truncated"], header["truncated_lines"]) == (2, [2, 4]), level
 
 
 def test_another_model_of_the_same_architecture(run, sentences):

@@ -168,6 +168,21 @@ def test_an_unseen_tag_in_a_target_file_fails_before_any_training(world, tmp_pat
     assert not (out / "runs").exists()
 
 
+SOURCE_SPLIT = {"ner": "the\tB-PER\ncat\tO\n\n", "xnli": "the cat\ta cat\tentailment\n",
+                "parse": "1\tthe\tthe\tDET\t_\t_\t2\tdet\t_\t_\n2\tcat\tcat\tNOUN\t_\t_\t0\troot\t_\t_\n\n"}
+
+
+@pytest.mark.parametrize("task", sorted(SOURCE_SPLIT))
+def test_a_test_split_neither_named_nor_in_the_layout_says_how_to_name_it(world, tmp_path, capsys, task):
+    given = tmp_path / "given"
+    given.write_text(SOURCE_SPLIT[task])
+    out = tmp_path / "out"
+    res = in_process(capsys, "finetune", task, "-o", out, "--model", world.run, *SMALL, "--data-dir", tmp_path / "data",
+                     "--train", "en", given, "--dev", "en", given, "--eval", "fr", given, given)
+    assert_one_line_error(res, str(tmp_path / "data"), "en's test split", "--eval en DEV TEST")
+    assert not (out / "runs").exists()
+
+
 def test_the_default_data_layout_is_where_xlt_data_fetch_writes(tmp_path, monkeypatch):
     from xlt.finetune.config import default_path
 

@@ -50,6 +50,31 @@ def test_blocked_csls_matches_the_full_matrix(spaces, block):
     assert np.allclose(r, np.sort(unit(targets) @ unit(source_space).T, 1)[:, ::-1][:, :10].mean(1), atol=1e-5)
 
 
+@pytest.mark.parametrize("block", [1, 7, 64, 1000])
+def test_a_left_out_key_in_blocks_matches_the_full_matrix(spaces, block):
+    """One joint space: the queries are keys 0..36 of their own space, and each leaves itself out of
+    its search (query 3 does not: -1) and out of the neighbourhood terms."""
+    _, space, _ = spaces
+    queries = space[:37]
+    exclude = np.arange(37)
+    exclude[3] = -1
+    cos = unit(queries) @ unit(space).T
+    left_out = cos.copy()
+    left_out[np.flatnonzero(exclude >= 0), exclude[exclude >= 0]] = -np.inf
+    _, ids = topk_cosine(queries, space, k=10, block_size=block, exclude=exclude)
+    assert np.array_equal(ids, np.argsort(-left_out, axis=1)[:, :10])
+    others = unit(space) @ unit(space).T - np.diag(np.full(len(space), np.inf))  # r: each row without itself
+    r = np.sort(others, axis=1)[:, ::-1][:, :10].mean(1)
+    csls = 2 * cos - r[:37, None] - r[None, :]
+    csls[np.flatnonzero(exclude >= 0), exclude[exclude >= 0]] = -np.inf
+    scores, ids = topk_csls(queries, space, k=10, source_space=space, block_size=block, exclude=exclude,
+                            own_rows=(np.arange(37), np.arange(len(space))))
+    assert np.array_equal(ids, np.argsort(-csls, axis=1)[:, :10])
+    assert np.allclose(scores, np.sort(csls, axis=1)[:, ::-1][:, :10], atol=1e-5)
+    _, few = topk_cosine(queries[:2], space[:3], k=10, block_size=block, exclude=np.array([0, 1]))
+    assert few.tolist() == [np.argsort(-left_out[0, :3])[:2].tolist(), np.argsort(-left_out[1, :3])[:2].tolist()]
+
+
 def test_csls_reranks_hubs_away():
     # Target 0 is a hub: close to every query; CSLS penalises it, plain cosine does not.
     hub = np.ones((1, 4))

@@ -100,6 +100,21 @@ def _check_target_size(n: int) -> None:
                        "candidates (more text, a larger --max-words or a larger vocabulary)")
 
 
+def own_rows(source: WordSpace, target: WordSpace, layer: int = 0) -> np.ndarray:
+    """Each source row's own row in the target space, -1 where it has none: int64 [Ns].
+
+    Two spaces cut from one joint space (one embedding file or table for both languages) share rows:
+    a shared row holds the same word with the same vector. A word spelt alike in two separate spaces
+    (two files, two models, two corpora) has two vectors, so it has no own row there.
+    """
+    own = np.full(len(source.words), -1, dtype=np.int64)
+    shared = np.array([(s, target.row[w]) for s, w in enumerate(source.words) if w in target.row], dtype=np.int64)
+    if len(shared):
+        same = (source.vectors[layer, shared[:, 0]] == target.vectors[layer, shared[:, 1]]).all(axis=1)
+        own[shared[same, 0]] = shared[same, 1]
+    return own
+
+
 def _gold_sets(test: np.ndarray, queries: np.ndarray) -> list[set[int]]:
     """For each query row (sorted, unique), its gold target rows in ``test`` [P,2]: one pass, O(P)."""
     gold: dict[int, set[int]] = {}
@@ -110,8 +125,8 @@ def _gold_sets(test: np.ndarray, queries: np.ndarray) -> list[set[int]]:
 
 def word_translation(source: np.ndarray, target: np.ndarray, train: Optional[np.ndarray], test: np.ndarray,
                      settings: AlignSettings, word: WordSettings = WordSettings(),
-                     tags: Optional[Sequence[str]] = None,
-                     same_spelling: Optional[np.ndarray] = None) -> tuple[dict, Optional[np.ndarray]]:
+                     tags: Optional[Sequence[str]] = None, same_spelling: Optional[np.ndarray] = None,
+                     own: Optional[np.ndarray] = None) -> tuple[dict, Optional[np.ndarray]]:
     """Evaluate source -> target translation of ``test``'s source words, after a map learned on
     ``train`` (``word.map="procrustes"``) or in the joint space as it is (``"none"``).
 
@@ -121,7 +136,10 @@ def word_translation(source: np.ndarray, target: np.ndarray, train: Optional[np.
     ranks ``word.candidates`` by cosine, and the same ranks give ``ranked`` P@k, the per-tag
     breakdown and the per-spelling one (a query is "identical" when one of its gold translations is
     its own string: in one joint space of one row per string that pair is rank 1 whatever the model
-    learned). Returns (scores, W [D,D] or None).
+    learned). own [Ns]: each source row's own row in the target space (:func:`own_rows`; -1: none),
+    which NN and CSLS leave out of its search unless it is a gold translation (a pair of one string,
+    then rank 1 as in the MRR); CSLS's neighbourhoods leave every vector's own row out. Returns
+    (scores, W [D,D] or None).
     """
     _check_target_size(len(target))
     if word.map == "procrustes":
@@ -131,10 +149,19 @@ def word_translation(source: np.ndarray, target: np.ndarray, train: Optional[np.
     queries = np.unique(test[:, 0])
     gold = _gold_sets(test, queries)
     kw = {"block_size": settings.block_size, "device": settings.device}
-    _, nn = topk_cosine(mapped[queries], target_n, k=max(KS), **kw)
-    scores: dict = {"queries": int(len(queries)), "nn": precision_at_k(nn, gold, KS)}
+    exclude, neighbourhoods = None, None
+    if own is not None and (own >= 0).any():
+        # Else each query finds itself first (cosine 1) and P@1 counts only pairs of one string.
+        exclude = np.array([-1 if o in g else o for o, g in zip(own[queries].tolist(), gold)], dtype=np.int64)
+        target_own = np.full(len(target_n), -1, dtype=np.int64)
+        target_own[own[own >= 0]] = np.flatnonzero(own >= 0)
+        neighbourhoods = (own[queries], target_own)
+    _, nn = topk_cosine(mapped[queries], target_n, k=max(KS), exclude=exclude, **kw)
+    left_out = 0 if exclude is None else int((exclude >= 0).sum())
+    scores: dict = {"queries": int(len(queries)), "own_rows_left_out": left_out, "nn": precision_at_k(nn, gold, KS)}
     if word.csls:
-        _, csls = topk_csls(mapped[queries], target_n, k=max(KS), source_space=mapped, csls_k=settings.csls_k, **kw)
+        _, csls = topk_csls(mapped[queries], target_n, k=max(KS), source_space=mapped, csls_k=settings.csls_k,
+                            exclude=exclude, own_rows=neighbourhoods, **kw)
         scores["csls"] = precision_at_k(csls, gold, KS)
     candidates = np.unique(test[:, 1]) if word.candidates == "dictionary" else np.arange(len(target_n))
     position = {row: p for p, row in enumerate(candidates.tolist())}
@@ -190,7 +217,7 @@ def evaluate_spaces(source: WordSpace, target: WordSpace, train_dictionary: Opti
     with log.progress("layers", total=len(labels), unit="layers") as bar:
         for k, label in enumerate(labels):
             scores, W = word_translation(source.vectors[k], target.vectors[k], None if train is None else train.rows,
-                                         test.rows, settings, word, tags, same_spelling)
+                                         test.rows, settings, word, tags, same_spelling, own_rows(source, target, k))
             results.append({"layer": label, **scores})
             maps.append(W)
             bar.advance(1)

@@ -16,7 +16,8 @@ positions, which covers every level with one code path:
 
 Results are float32 arrays ``[L, rows, D]`` (L = selected layers, in the order asked; layer 0 is the
 embedding output, layer ``n`` the output of Transformer layer ``n``). Word and token levels also
-return a :class:`RowIndex` telling which rows belong to which sentence.
+return a :class:`RowIndex` telling which rows belong to which sentence and which sentences were cut
+(:func:`sentence_vectors_and_index` gives the sentence level's).
 
 ``model=`` replaces the network: ``run.random_like(seed)`` (any TextModel, the CKA lower bound) or,
 for an xlt run, any ``MaskedLM`` of its architecture::
@@ -61,12 +62,17 @@ class RowIndex:
             sentence truncated to the model's length keeps its first words only, so its row count
             can be smaller than its number of words (``truncated`` counts such sentences).
         token_ids: int64 [total] model ids of the rows (token level), else None.
-        truncated: number of sentences cut to ``max_positions``.
+        truncated_sentences: the (0-based) indices of the sentences cut to ``max_positions``.
     """
 
     offsets: np.ndarray
     token_ids: Optional[np.ndarray] = None
-    truncated: int = 0
+    truncated_sentences: Sequence[int] = ()
+
+    @property
+    def truncated(self) -> int:
+        """How many sentences were cut."""
+        return len(self.truncated_sentences)
 
     def rows(self, i: int) -> slice:
         return slice(int(self.offsets[i]), int(self.offsets[i + 1]))
@@ -177,11 +183,37 @@ def _fill(model: TextModel, lang: str, inputs: list[list[int]], spans: list[list
     return out
 
 
-def _encode_lines(model: TextModel, lang: str, lines: Sequence[str]) -> tuple[list[list[int]], int]:
-    """Raw lines -> truncated content ids, and how many lines were truncated."""
+def _log_truncated(truncated: Sequence[int], limit: int, consequence: str = "") -> None:
+    if truncated:
+        log.info(f"{len(truncated)} sentence(s) truncated to {limit} positions{consequence}")
+
+
+def _encode_lines(model: TextModel, lang: str, lines: Sequence[str]) -> tuple[list[list[int]], list[int]]:
+    """Raw lines -> truncated content ids, and the indices of the lines that were truncated (logged)."""
     limit = model.max_positions
     encoded = model.encode_lines(lang, list(lines))
-    return [truncate(ids, limit) for ids in encoded], sum(len(ids) > limit - 2 for ids in encoded)
+    truncated = [i for i, ids in enumerate(encoded) if len(ids) > limit - 2]
+    _log_truncated(truncated, limit)
+    return [truncate(ids, limit) for ids in encoded], truncated
+
+
+def sentence_vectors_and_index(run: TextModel, lang: str, lines: Sequence[str],
+                               layers: Optional[Sequence[int]] = None, batch_size: int = 32,
+                               device: torch.device | str = "cpu", include_specials: bool = False,
+                               model: Optional[nn.Module] = None, allocate: Optional[Allocate] = None,
+                               source: Optional[str] = None) -> tuple[np.ndarray, RowIndex]:
+    """:func:`sentence_vectors` and its index: one row per sentence, and which sentences were cut."""
+    model = text_model(run, model)
+    layers = resolve_layers(model.n_layers, layers, source)
+    content, truncated = _encode_lines(model, lang, lines)
+    for number, ids in enumerate(content, start=1):
+        if not ids and not include_specials:
+            raise XltError("empty sentence: no subwords to average", source, number)
+    inputs = [model.wrap(ids) for ids in content]
+    spans = [[_sentence_span(len(ids), include_specials)] for ids in content]
+    offsets = np.arange(len(inputs) + 1, dtype=np.int64)
+    out = _fill(model, lang, inputs, spans, layers, offsets, batch_size, device, allocate, "sentences")
+    return out, RowIndex(offsets, None, truncated)
 
 
 def sentence_vectors(run: TextModel, lang: str, lines: Sequence[str], layers: Optional[Sequence[int]] = None,
@@ -193,20 +225,11 @@ def sentence_vectors(run: TextModel, lang: str, lines: Sequence[str], layers: Op
     ``lines``: raw text (tokenized here). ``layers``: None = all, 0 = embeddings.
     ``model``: another model (see :func:`text_model`; default ``run``). ``allocate(shape)``
     returns the output array (e.g. a memmap); ``source`` names the input in error messages.
-    A line with no subword at all is an error (its mean does not exist).
+    A line with no subword at all is an error (its mean does not exist). A line longer than the
+    model is cut (logged; :func:`sentence_vectors_and_index` says which).
     """
-    model = text_model(run, model)
-    layers = resolve_layers(model.n_layers, layers, source)
-    content, truncated = _encode_lines(model, lang, lines)
-    for number, ids in enumerate(content, start=1):
-        if not ids and not include_specials:
-            raise XltError("empty sentence: no subwords to average", source, number)
-    if truncated:
-        log.info(f"{truncated} sentence(s) truncated to {model.max_positions} positions")
-    inputs = [model.wrap(ids) for ids in content]
-    spans = [[_sentence_span(len(ids), include_specials)] for ids in content]
-    offsets = np.arange(len(inputs) + 1, dtype=np.int64)
-    return _fill(model, lang, inputs, spans, layers, offsets, batch_size, device, allocate, "sentences")
+    return sentence_vectors_and_index(run, lang, lines, layers, batch_size, device, include_specials, model,
+                                      allocate, source)[0]
 
 
 def word_vectors(run: TextModel, lang: str, sentences_of_words: Sequence[Sequence[str]],
@@ -225,20 +248,20 @@ def word_vectors(run: TextModel, lang: str, sentences_of_words: Sequence[Sequenc
     model = text_model(run, model)
     layers = resolve_layers(model.n_layers, layers)
     limit = model.max_positions
-    inputs, spans, counts, truncated = [], [], [], 0
-    for words in sentences_of_words:
+    inputs, spans, counts, truncated = [], [], [], []
+    for number, words in enumerate(sentences_of_words):
         ids, starts = model.encode_words(lang, list(words))
         ends = starts[1:] + [len(ids)]
         kept = truncate(ids, limit)
-        truncated += len(kept) < len(ids)
+        if len(kept) < len(ids):
+            truncated.append(number)
         # +1: position 0 of the model input is its opening special token.
         sentence_spans = [(s + 1, (s + 2) if pooling == "first" else min(e, len(kept)) + 1)
                           for s, e in zip(starts, ends) if s < len(kept)]
         inputs.append(model.wrap(kept))
         spans.append(sentence_spans)
         counts.append(len(sentence_spans))
-    if truncated:
-        log.info(f"{truncated} sentence(s) truncated to {limit} positions; their last words have no vectors")
+    _log_truncated(truncated, limit, "; their last words have no vectors")
     offsets = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64)
     out = _fill(model, lang, inputs, spans, layers, offsets, batch_size, device, allocate, "sentences")
     return out, RowIndex(offsets, None, truncated)
@@ -255,8 +278,6 @@ def token_vectors(run: TextModel, lang: str, lines: Sequence[str], layers: Optio
     model = text_model(run, model)
     layers = resolve_layers(model.n_layers, layers)
     content, truncated = _encode_lines(model, lang, lines)
-    if truncated:
-        log.info(f"{truncated} sentence(s) truncated to {model.max_positions} positions")
     inputs = [model.wrap(ids) for ids in content]
     spans, token_ids = [], []
     for seq in inputs:
@@ -319,10 +340,9 @@ def extract_to_files(model_spec: str, lang: str, input_path: str, output: str, l
         def allocate(shape):
             return np.lib.format.open_memmap(tmp_npy, mode="w+", dtype=np.float32, shape=shape)
 
-        index: Optional[RowIndex] = None
         if level == "sentence":
-            out = sentence_vectors(run, lang, lines, layers, batch_size, device, include_specials, model, allocate,
-                                   source=input_path)
+            out, index = sentence_vectors_and_index(run, lang, lines, layers, batch_size, device, include_specials,
+                                                    model, allocate, source=input_path)
         elif level == "word":
             out, index = word_vectors(run, lang, [line.split() for line in lines], layers, pooling, batch_size,
                                       device, model, allocate)
@@ -332,8 +352,8 @@ def extract_to_files(model_spec: str, lang: str, input_path: str, output: str, l
         out.flush()
         shape = list(out.shape)
         del out
-        arrays = {"offsets": index.offsets if index else np.arange(len(lines) + 1, dtype=np.int64)}
-        if index is not None and index.token_ids is not None:
+        arrays = {"offsets": index.offsets}
+        if index.token_ids is not None:
             arrays["token_ids"] = index.token_ids
         with open(tmp_index, "wb") as f:
             np.savez(f, **arrays)
@@ -346,7 +366,9 @@ def extract_to_files(model_spec: str, lang: str, input_path: str, output: str, l
         "layers": layers, "shape": shape, "dtype": "float32",
         "input": os.path.abspath(input_path) if input_path != "-" else "-",
         "input_sha256": file_sha256(input_path) if input_path != "-" else None,
-        "count": len(lines), "truncated": index.truncated if index else None,
+        # -q drops the log line: the header is where a cut is recorded for good.
+        "count": len(lines), "truncated": index.truncated,
+        "truncated_lines": [i + 1 for i in index.truncated_sentences],
         "vectors": os.path.basename(prefix + ".npy"), "index": os.path.basename(prefix + ".index.npz"),
     }
     write_json(prefix + ".json", header)

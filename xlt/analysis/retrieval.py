@@ -14,6 +14,9 @@ so the full [queries x keys] similarity matrix never exists: a 200k x 200k CSLS 
   gives P@k from the same ranks.
 
 Vectors are compared by cosine: rows are scaled to unit length here, so inputs need not be.
+In one joint space a query is also one of the keys: ``exclude`` leaves a key out of a query's search
+(its own row, which would always come first), and :func:`topk_csls`'s ``own_rows`` leaves each
+vector's own row out of its neighbourhood term.
 Shapes: Q queries, K keys, D dimensions, k neighbours.
 """
 
@@ -41,18 +44,24 @@ def _check_block(block_size: int) -> None:
         raise XltError(f"block size must be positive, got {block_size}")
 
 
+def _key_ids(ids: Optional[np.ndarray | Tensor], device: torch.device) -> Optional[Tensor]:
+    return None if ids is None else torch.as_tensor(np.asarray(ids), dtype=torch.long, device=device)
+
+
 @torch.no_grad()
-def blocked_topk(queries: Tensor, keys: Tensor, k: int, block_size: int,
-                  key_penalty: Optional[Tensor] = None, scale: float = 1.0) -> tuple[Tensor, Tensor]:
+def blocked_topk(queries: Tensor, keys: Tensor, k: int, block_size: int, key_penalty: Optional[Tensor] = None,
+                 scale: float = 1.0, exclude: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
     """Top-k of ``scale * q·key - key_penalty[key]`` over all keys, in blocks of both queries and keys.
 
-    queries [Q,D], keys [K,D] (unit rows), key_penalty [K] or None -> (scores [Q,k'], ids [Q,k']),
-    k' = min(k, K), best first. Each block contributes its own top-k, merged into a running top-k:
-    at most ``block_size x block_size`` scores exist at once. Exact ties may come out in any order.
+    queries [Q,D], keys [K,D] (unit rows), key_penalty [K] or None, exclude [Q] (a key id left out
+    of each query's search, -1: none) or None -> (scores [Q,k'], ids [Q,k']), best first;
+    k' = min(k, K), or min(k, K - 1) with ``exclude``, so that a left-out key never fills a place.
+    Each block contributes its own top-k, merged into a running top-k: at most
+    ``block_size x block_size`` scores exist at once. Exact ties may come out in any order.
     """
     _check_block(block_size)
     Q, K = queries.shape[0], keys.shape[0]
-    k = min(k, K)
+    k = min(k, K if exclude is None else K - 1)
     out_scores = torch.empty(Q, k, dtype=torch.float32, device=queries.device)
     out_ids = torch.empty(Q, k, dtype=torch.long, device=queries.device)
     for q0 in range(0, Q, block_size):
@@ -65,6 +74,10 @@ def blocked_topk(queries: Tensor, keys: Tensor, k: int, block_size: int,
                 s.mul_(scale)
             if key_penalty is not None:
                 s.sub_(key_penalty[k0:k0 + block_size])
+            if exclude is not None:
+                column = exclude[q0:q0 + q.shape[0]] - k0
+                rows = ((column >= 0) & (column < s.shape[1])).nonzero().flatten()
+                s[rows, column[rows]] = float("-inf")
             block_s, block_i = s.topk(min(k, s.shape[1]), dim=1)
             merged_s, merged_i = torch.cat([best_s, block_s], 1), torch.cat([best_i, block_i + k0], 1)
             best_s, pick = merged_s.topk(min(k, merged_s.shape[1]), dim=1)
@@ -74,9 +87,12 @@ def blocked_topk(queries: Tensor, keys: Tensor, k: int, block_size: int,
 
 
 def topk_cosine(queries: np.ndarray | Tensor, keys: np.ndarray | Tensor, k: int = 10,
-                block_size: int = BLOCK_SIZE, device: torch.device | str = "cpu") -> tuple[np.ndarray, np.ndarray]:
-    """Cosine nearest neighbours: (similarities float32 [Q,k], key ids int64 [Q,k]), best first."""
-    s, i = blocked_topk(as_unit_tensor(queries, device), as_unit_tensor(keys, device), k, block_size)
+                block_size: int = BLOCK_SIZE, device: torch.device | str = "cpu",
+                exclude: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
+    """Cosine nearest neighbours: (similarities float32 [Q,k], key ids int64 [Q,k]), best first.
+    ``exclude`` [Q]: a key left out of each query's search (-1: none), as :func:`blocked_topk`."""
+    q = as_unit_tensor(queries, device)
+    s, i = blocked_topk(q, as_unit_tensor(keys, device), k, block_size, exclude=_key_ids(exclude, q.device))
     return s.cpu().numpy(), i.cpu().numpy()
 
 
@@ -89,18 +105,23 @@ def mean_topk_cosine(vectors: np.ndarray | Tensor, space: np.ndarray | Tensor, k
 
 def topk_csls(queries: np.ndarray | Tensor, targets: np.ndarray | Tensor, k: int = 10,
               source_space: np.ndarray | Tensor | None = None, csls_k: int = CSLS_K,
-              block_size: int = BLOCK_SIZE, device: torch.device | str = "cpu") -> tuple[np.ndarray, np.ndarray]:
+              block_size: int = BLOCK_SIZE, device: torch.device | str = "cpu", exclude: Optional[np.ndarray] = None,
+              own_rows: Optional[tuple[np.ndarray, np.ndarray]] = None) -> tuple[np.ndarray, np.ndarray]:
     """CSLS retrieval: (scores float32 [Q,k], target ids int64 [Q,k]), best first.
 
     ``queries`` [Q,D] are (mapped) source vectors, ``targets`` [K,D] the target space and
     ``source_space`` [S,D] the whole mapped source space (default: the queries), from which each
     target's neighbourhood r_S(y) is computed. Scores are the full CSLS ``2cos - r_T(x) - r_S(y)``.
+    ``exclude`` [Q]: a target left out of each query's search (-1: none). ``own_rows`` (one joint
+    space): each query's own row among the targets [Q] and each target's own row in the source space
+    [K] (-1: none), left out of r_T(x) and r_S(y): a neighbourhood measures the others around a vector.
     """
     q, t = as_unit_tensor(queries, device), as_unit_tensor(targets, device)
     s_space = q if source_space is None else as_unit_tensor(source_space, device)
-    r_source = blocked_topk(t, s_space, csls_k, block_size)[0].mean(dim=1)  # r_S(y) [K]
-    r_target = blocked_topk(q, t, csls_k, block_size)[0].mean(dim=1)  # r_T(x) [Q]
-    s, i = blocked_topk(q, t, k, block_size, key_penalty=r_source, scale=2.0)
+    own_target, own_source = (None, None) if own_rows is None else (_key_ids(o, q.device) for o in own_rows)
+    r_source = blocked_topk(t, s_space, csls_k, block_size, exclude=own_source)[0].mean(dim=1)  # r_S(y) [K]
+    r_target = blocked_topk(q, t, csls_k, block_size, exclude=own_target)[0].mean(dim=1)  # r_T(x) [Q]
+    s, i = blocked_topk(q, t, k, block_size, key_penalty=r_source, scale=2.0, exclude=_key_ids(exclude, q.device))
     return (s - r_target[:, None]).cpu().numpy(), i.cpu().numpy()
 
 

@@ -9,7 +9,8 @@ what Liu et al. do for every model ("we tokenized data uniformly with the vocabu
 for BERT's contextual vectors. ``--subwords single`` keeps whole-word rows only.
 
 Note that with one joint file the NN and CSLS searches run over the whole joint vocabulary (every
-language's words); the Liu et al. figure is MRR among the test dictionary's target words.
+language's words) but each query's own row (:func:`xlt.analysis.align.own_rows`); the Liu et al.
+figure is MRR among the test dictionary's target words.
 """
 
 from __future__ import annotations

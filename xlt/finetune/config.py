@@ -60,13 +60,28 @@ def default_path(task: str, data_dir: Optional[str], lang: str, split: str) -> s
     entry = DATA_LAYOUT.get(task, {}).get(split)
     pattern = entry.get(lang, entry.get("*")) if isinstance(entry, dict) else entry
     if pattern is None:
-        option = {"train": "--train LANG PATH", "dev": "--dev LANG PATH"}.get(split, "--eval LANG DEV TEST")
-        raise XltError(f"no default {split} file for task {task!r} in language {lang!r}; give {option}")
+        raise XltError(f"no default {split} file for task {task!r} in language {lang!r}; give {naming_option(split)}")
     if data_dir is None:
         from xlt.data.recipes import data_dir as fetched_data_dir
 
         data_dir = str(fetched_data_dir())
     return os.path.join(data_dir, pattern.format(lang=lang, split=split))
+
+
+def naming_option(split: str, lang: str = "LANG") -> str:
+    """The option that names ``lang``'s ``split`` file instead of the layout's."""
+    return {"train": f"--train {lang} PATH", "dev": f"--dev {lang} PATH"}.get(split, f"--eval {lang} DEV TEST")
+
+
+def layout_file(task: str, data_dir: Optional[str], lang: str, split: str) -> str:
+    """:func:`default_path`, once it exists. A split nobody named is looked for in the layout even when
+    the other splits were given as files, so a missing one must say where it was looked for and how
+    to name it (a bare "no such file" reads as if the user had named that path)."""
+    path = default_path(task, data_dir, lang, split)
+    if not os.path.exists(path):
+        raise XltError(f"no such {split} file: {lang}'s {split} split was not named, so it is read from the default "
+                       f"data layout (--data-dir); name it with {naming_option(split, lang)}", path)
+    return path
 
 
 # "untrained" is the honest baseline the papers lack: what fine-tuning alone reaches with the same

@@ -34,7 +34,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from xlt.finetune import selection
-from xlt.finetune.config import DATA_LAYOUT, FinetuneConfig, RunSettings, default_path
+from xlt.finetune.config import DATA_LAYOUT, FinetuneConfig, RunSettings, layout_file
 from xlt.finetune.evaluations import evaluations
 from xlt.finetune.hf import HFRun, is_hf_model
 from xlt.finetune.static import StaticRun, coverage_markdown, is_static
@@ -196,7 +196,7 @@ class Experiment:
             return cfg.eval[lang][0 if split == "dev" else 1]
         if lang == self.source and split == "test" and cfg.task not in DATA_LAYOUT:
             return None  # a plugin task without a layout: the source test set is optional
-        return default_path(cfg.task, cfg.data_dir, lang, split)
+        return layout_file(cfg.task, cfg.data_dir, lang, split)
 
     def _read_splits(self) -> dict[tuple[str, str], Split]:
         """Every split of the command by (language, split); the source's test set may be absent."""
