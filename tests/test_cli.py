@@ -110,3 +110,21 @@ def test_a_mistyped_command_gets_the_closest_name():
     res = run_xlt("no-such-command")
     assert_one_line_error(res, "No such command 'no-such-command'")
     assert "Did you mean" not in res.stderr
+
+
+def test_a_mistyped_command_in_other_case_gets_the_closest_name():
+    assert_one_line_error(run_xlt("PRETRAIN"), "No such command 'PRETRAIN'. Did you mean 'pretrain'?")
+    assert_one_line_error(run_xlt("Tokenise"), "Did you mean 'tokenize'?")
+    assert_one_line_error(run_xlt("bpe", "LEARN"), "xlt bpe: error: No such command 'LEARN'. Did you mean 'learn'?")
+
+
+def test_a_group_without_its_command_shows_its_help_as_click_does():
+    import click
+    from click.testing import CliRunner
+
+    bare = CliRunner().invoke(click.Group("g", commands={"a": click.Command("a")}), [])  # click's own handling
+    for group in ((), ("bpe",), ("export",)):
+        res, help_text = run_xlt(*group), run_xlt(*group, "--help", check=True).stdout
+        assert res.returncode == bare.exit_code, (group, res.returncode)
+        assert (res.stdout, res.stderr) == ((help_text, "") if bare.stdout else ("", help_text)), group
+        assert help_text.startswith(f"Usage: {' '.join(('xlt',) + group)} [OPTIONS] COMMAND")

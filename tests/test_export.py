@@ -2,7 +2,8 @@
 
 What is held: transformers' AutoModel on the export gives xlt's hidden states at every layer (1e-5),
 padding included; AutoTokenizer gives xlt's ids on plain text (capitals, punctuation, accents,
-apostrophes, unknown characters); the MLM head gives xlt's logits; bad requests are one error line.
+apostrophes and French elisions, unknown characters) in each language through its normal call,
+``tokenizer(text, lang=L)``; the MLM head gives xlt's logits; bad requests are one error line.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from xlt.pretrain.pretrained import PretrainedRun, pad_inputs  # noqa: E402
 # Plain text the way a user has it: capitals, commas, an apostrophe, accents, a digit, quotes.
 PLAIN = {"en": ["The old cat sees a dog.", "This child, 3 times, likes \"the\" garden!", "Zebra? Ünïcode."],
          "fr": ["Le chat voit l'enfant.", "L'élève aime ce jardin, déjà.", "Où est-ce ? « Voilà »"]}
+# Elisions and apostrophes, which Moses splits by the language's rules (English: "n 'a", French: "n' a").
+ELISIONS = {"fr": ["L'enfant n'a pas vu qu'il était là.", "Aujourd'hui, j'ai dit : « c'est l'élève d'Anne ».",
+                   "Jusqu'à présent, s'il n'y a rien, lorsqu'on l'a vu, presqu'île."]}
 EXTRA = {"en": ["the child's book .", "zebra !"], "fr": ["l' élève voit l' enfant .", "où est - ce ? déjà ."]}
 
 
@@ -103,21 +107,30 @@ def test_hidden_states_and_logits_equal_xlt(runs, exported, name, lang):
 
 
 @pytest.mark.parametrize("name,langs", [("default", ["en", "fr"]), ("separated", ["fr"])])
-def test_the_exported_tokenizer_gives_xlt_ids(runs, exported, name, langs):
+def test_the_exported_tokenizers_call_gives_xlt_ids_in_each_language(runs, exported, name, langs):
     from transformers import AutoTokenizer
 
     run = PretrainedRun.load(runs[name])
-    tokenizer = AutoTokenizer.from_pretrained(exported[name])
+    tokenizer = AutoTokenizer.from_pretrained(exported[name], trust_remote_code=True)
     for lang in langs:
-        lines = PLAIN[lang] + synthetic.corpus(5, seed=11)[langs.index(lang) if name == "default" else 1]
+        lines = PLAIN[lang] + ELISIONS.get(lang, []) + synthetic.corpus(5, seed=11)[["en", "fr"].index(lang)]
         expected = run.encode_lines(lang, lines)
         assert any(len(set(ids)) > 1 and 3 in ids for ids in expected)  # unknown characters are exercised
-        # XLM's own call with the language (transformers 5's tokenizer(text, lang=L) drops lang: docs/hf.md).
-        got = [tokenizer.convert_tokens_to_ids(tokenizer._tokenize(line, lang=lang)) for line in lines]
-        assert got == expected
-        if lang == "en":  # English is also what the plain call gives
-            assert [tokenizer(line, add_special_tokens=False)["input_ids"] for line in lines] == expected
-            assert tokenizer(lines[0])["input_ids"] == run.wrap(expected[0])  # </s> x </s>
+        assert tokenizer(lines, lang=lang, add_special_tokens=False)["input_ids"] == expected
+        assert tokenizer(lines[0], lang=lang)["input_ids"] == run.wrap(expected[0])  # </s> x </s>
+        if lang == langs[0]:  # the export's first language (a view's only one) is the default
+            assert tokenizer(lines, add_special_tokens=False)["input_ids"] == expected
+    if name == "default":  # English rules split the elisions otherwise: the language is what made them equal
+        french = run.encode_lines("fr", ELISIONS["fr"])
+        english = tokenizer(ELISIONS["fr"], lang="en", add_special_tokens=False)["input_ids"]
+        assert all(a != b for a, b in zip(english, french))
+    with pytest.raises(ValueError, match="'de' is not one of"):
+        tokenizer("Der Hund.", lang="de")
+    # Without trust_remote_code, transformers' own XLMTokenizer, with the language passed as xlt's loader does.
+    plain = AutoTokenizer.from_pretrained(exported[name])
+    assert type(plain).__name__ == "XLMTokenizer"
+    assert ([plain.convert_tokens_to_ids(plain._tokenize(line, lang="fr")) for line in ELISIONS["fr"]]
+            == run.encode_lines("fr", ELISIONS["fr"]))
 
 
 def test_the_export_through_the_seam_extracts_what_the_run_extracts(runs, exported):

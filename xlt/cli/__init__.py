@@ -63,6 +63,9 @@ SHORT_HELP = {
 
 QUIET_HELP = "No logs or progress bars on stderr."
 
+# click >= 8.2 raises this usage error for a bare group; older click prints the help and exits 0 itself.
+NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
 _state = {"command": "xlt", "debug": False}
 
 
@@ -112,12 +115,14 @@ class XltGroup(click.Group):
         return super().get_command(ctx, name)
 
     def resolve_command(self, ctx, args):
-        # click suggests only among commands already imported; the lazy ones count too.
+        # click suggests only among commands already imported, and only in the same case (PRETRAIN would
+        # get nothing); here the lazy ones count too, compared in lower case.
         name = click.utils.make_str(args[0])
         if not ctx.resilient_parsing and not name.startswith("-") and self.get_command(ctx, name) is None:
-            close = difflib.get_close_matches(name, self.list_commands(ctx), n=1)
+            names = {command.lower(): command for command in self.list_commands(ctx)}
+            close = difflib.get_close_matches(name.lower(), names, n=1)
             if close:
-                ctx.fail(f"No such command {name!r}. Did you mean {close[0]!r}?")
+                ctx.fail(f"No such command {name!r}. Did you mean {names[close[0]]!r}?")
         return super().resolve_command(ctx, args)
 
     def format_commands(self, ctx, formatter):
@@ -178,6 +183,10 @@ def main(argv: Optional[list[str]] = None) -> None:
     except click.exceptions.Abort:
         click.echo(f"{_state['command']}: interrupted", err=True)
         sys.exit(130)
+    except NO_ARGS_IS_HELP as e:
+        # A group given no command: its help, shown (and exited with) as click itself shows it, not an error line.
+        e.show()
+        sys.exit(e.exit_code)
     except click.ClickException as e:
         # One line like every other bad input (click's own report spends three on usage and a hint).
         ctx = getattr(e, "ctx", None)

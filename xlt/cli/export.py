@@ -28,9 +28,10 @@ def hf(run_dir: str, lang: Optional[str], checkpoint: str, output: str) -> None:
     """RUN as a transformers XLMWithLMHeadModel with XLM's Moses + BPE tokenizer files.
 
     AutoModel.from_pretrained(DIR) then gives the run's hidden states (to 1e-5) and
-    AutoTokenizer.from_pretrained(DIR) its ids; pass the language as tokenizer(text, lang=L) and,
-    for a multilingual export, langs=torch.full_like(input_ids, config.lang2id[L]) to the model.
-    See docs/hf.md.
+    AutoTokenizer.from_pretrained(DIR, trust_remote_code=True) its ids with tokenizer(text, lang=L)
+    (the export's tokenization_xlt.py; transformers' own XLMTokenizer, loaded without
+    trust_remote_code, ignores lang and applies English rules). Give a multilingual export's model
+    langs=torch.full_like(input_ids, config.lang2id[L]) too. See docs/hf.md.
 
     \b
     Example (the default row; one language of the Sep Emb row):

@@ -84,20 +84,24 @@ class HFTextModel:
         """``hf:NAME`` or a local transformers directory -> model (eval mode, on ``device``) + tokenizer."""
         import transformers
 
+        from xlt.model.hub import hub_source
+
         quiet_transformers()
-        name = spec[len(HF_PREFIX):] if spec.startswith(HF_PREFIX) else spec
+        name, options = hub_source(spec)
         try:
-            tokenizer = transformers.AutoTokenizer.from_pretrained(name)
+            tokenizer = transformers.AutoTokenizer.from_pretrained(name, **options)
         except (OSError, ValueError, TypeError, KeyError, AttributeError) as err:
-            raise _load_error(spec, "tokenizer (a transformers model directory needs tokenizer.json or its "
-                                    "tokenizer's vocabulary files)", err) from None
+            # The files a directory lacks are no clue to why a hub name failed (an unknown name, say).
+            raise _load_error(spec, "tokenizer" if spec.startswith(HF_PREFIX) else
+                              "tokenizer (a transformers model directory needs tokenizer.json or its tokenizer's "
+                              "vocabulary files)", err) from None
         # transformers 5 builds an EMPTY tokenizer of the config's type when no tokenizer file is found;
         # it would map every word to the unknown token.
         if tokenizer is None or len(tokenizer) <= len(set(tokenizer.all_special_ids)):
             raise XltError("no tokenizer with this model (a transformers model directory needs tokenizer.json "
                            "or its tokenizer's vocabulary files, e.g. vocab.txt or sentencepiece.bpe.model)", spec)
         try:
-            model, info = transformers.AutoModelForMaskedLM.from_pretrained(name, output_loading_info=True)
+            model, info = transformers.AutoModelForMaskedLM.from_pretrained(name, output_loading_info=True, **options)
             # A head whose weights are missing would be random: decode nothing with it.
             has_head = not info.get("missing_keys")
             if not has_head:
@@ -108,7 +112,7 @@ class HFTextModel:
             raise _load_error(spec, "model", err) from None
         if model is None:
             try:
-                model = transformers.AutoModel.from_pretrained(name)
+                model = transformers.AutoModel.from_pretrained(name, **options)
             except (OSError, ValueError) as err:
                 raise _load_error(spec, "model", err) from None
         return cls(spec, model.to(device), tokenizer, has_head)

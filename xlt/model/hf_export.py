@@ -20,7 +20,9 @@ Two things transformers' XLM cannot express are rewritten exactly rather than ap
 
 The tokenizer files are XLM's: ``vocab.json`` (xlt's ``cat@@`` -> ``cat``, word-final ``cat`` ->
 ``cat</w>``, the five specials at xlt's ids) and ``merges.txt`` (the run's fastBPE codes, which are
-already in that format). Inputs are ``</s> ids </s>`` as in xlt (bos and cls are ``</s>``).
+already in that format), with ``tokenization_xlt.py``, whose tokenizer takes ``lang`` in its normal
+call (transformers 5's XLMTokenizer drops it: see :mod:`xlt.model.tokenization_xlt`). Inputs are
+``</s> ids </s>`` as in xlt (bos and cls are ``</s>``).
 Known differences of XLM's tokenizer from xlt's pipeline, none of which plain text meets: it
 deletes control characters where xlt (like the Perl script) makes them spaces; its punctuation
 normalizer is not sacremoses' perl-parity mode; Chinese goes through rjieba, not jieba.
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from typing import Optional
 
 import torch
@@ -149,9 +152,11 @@ def xlm_config(run, languages: list[str], n_langs: int):
 
 
 def write_tokenizer(run, output: str, languages: list[str], codes: str, lowercase: bool) -> None:
-    """``vocab.json`` + ``merges.txt`` in XLMTokenizer's format, and its ``tokenizer_config.json``."""
+    """``vocab.json`` + ``merges.txt`` in XLMTokenizer's format, its ``tokenizer_config.json``, and
+    ``tokenization_xlt.py`` (:mod:`xlt.model.tokenization_xlt`: the class whose call takes ``lang``)."""
     from transformers import XLMTokenizer
 
+    from xlt.model import tokenization_xlt
     from xlt.text.vocab import SPECIALS
 
     vocab = {token: i for i, token in enumerate(SPECIALS)}
@@ -166,15 +171,24 @@ def write_tokenizer(run, output: str, languages: list[str], codes: str, lowercas
                              bos_token="</s>", cls_token="</s>", sep_token="</s>", unk_token="<unk>",
                              pad_token="<pad>", mask_token="<mask>", additional_special_tokens=[],
                              lang2id=lang2id, id2lang={i: code for code, i in lang2id.items()},
-                             do_lowercase_and_remove_accent=lowercase,
+                             do_lowercase_and_remove_accent=lowercase, lang=languages[0],
                              model_max_length=run.config.max_positions)
     tokenizer.save_pretrained(output)
+    shutil.copyfile(tokenization_xlt.__file__, os.path.join(output, "tokenization_xlt.py"))
+    # Named in auto_map only, tokenizer_class staying XLMTokenizer: loaded without trust_remote_code the
+    # export is transformers' own tokenizer, as before (xlt's loader passes the language itself).
+    path = os.path.join(output, "tokenizer_config.json")
+    with open(path, encoding="utf-8") as f:
+        config = json.load(f)
+    config["auto_map"] = {"AutoTokenizer": [f"tokenization_xlt.{tokenization_xlt.XltXLMTokenizer.__name__}", None]}
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(config, f, ensure_ascii=False, indent=2)
 
 
 def export_hf(run_dir: str, output: str, lang: Optional[str] = None, checkpoint: str = "best") -> dict:
     """Write ``output/`` (config.json, model.safetensors, vocab.json, merges.txt, tokenizer_config.json,
-    xlt_export.json) so that ``AutoModel.from_pretrained(output)`` is the run's encoder. Returns the
-    export record (also ``xlt_export.json``)."""
+    tokenization_xlt.py, xlt_export.json) so that ``AutoModel.from_pretrained(output)`` is the run's
+    encoder. Returns the export record (also ``xlt_export.json``)."""
     from transformers import XLMWithLMHeadModel
 
     from xlt.model.hf import quiet_transformers

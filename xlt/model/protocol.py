@@ -164,9 +164,12 @@ def model_depth(spec: str) -> int:
             raise XltError(f"no layer count in the run's config.json ({type(err).__name__}: {err})", path) from None
     import transformers
 
+    from xlt.model.hub import hub_source
+
     transformers.logging.set_verbosity_error()
+    name, options = hub_source(spec)
     try:
-        config = transformers.AutoConfig.from_pretrained(spec[len(HF_PREFIX):] if spec.startswith(HF_PREFIX) else spec)
+        config = transformers.AutoConfig.from_pretrained(name, **options)
         return int(config.num_hidden_layers)
     except (OSError, ValueError, AttributeError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
