@@ -24,10 +24,12 @@ class Result:
     stderr: str
 
 
-def run_xlt(*args: str, input: str | bytes | None = None, cwd: Path | None = None, check: bool = False) -> Result:
-    """Run ``python -m xlt ARGS`` in a subprocess: real exit codes, real stdout/stderr."""
+def run_xlt(*args: str, input: str | bytes | None = None, cwd: Path | None = None, check: bool = False,
+            preexec_fn=None) -> Result:
+    """Run ``python -m xlt ARGS`` in a subprocess: real exit codes, real stdout/stderr (``preexec_fn``:
+    run in the child before it starts, e.g. to set a resource limit)."""
     data = input.encode("utf-8") if isinstance(input, str) else input
-    proc = subprocess.run([sys.executable, "-m", "xlt", *map(str, args)], input=data, cwd=cwd,
+    proc = subprocess.run([sys.executable, "-m", "xlt", *map(str, args)], input=data, cwd=cwd, preexec_fn=preexec_fn,
                           capture_output=True, env={**os.environ, "PYTHONHASHSEED": "0"})
     res = Result(proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"))
     if check and res.returncode != 0:

@@ -8,7 +8,7 @@ from typing import Optional
 import click
 
 from xlt.align_settings import AlignSettings, WordSettings
-from xlt.cli.options import build_config, dataclass_options
+from xlt.cli.options import OutputPath, build_config, dataclass_options
 
 RUN_HELP = "Model of the source side: an xlt run directory (xlt pretrain), a transformers model directory, or hf:NAME."
 TARGET_HELP = ("Model of the target side, for two monolingual models [default: --model, one multilingual model]; "
@@ -23,15 +23,6 @@ def _settings(values: dict) -> AlignSettings:
 
 def _word_settings(values: dict) -> WordSettings:
     return build_config(WordSettings, values)
-
-
-def _writable(output: str) -> str:
-    """``output``, once it can be written: found out before the encoding, not after it."""
-    from xlt.utils.textio import check_output_paths
-
-    if output != "-":
-        check_output_paths(output)
-    return output
 
 
 def _layers(text: Optional[str]):
@@ -161,7 +152,7 @@ WORD_DICT_HELP = "MUSE training dictionary (src tgt per line); needed by --map p
 @click.option("--subwords", type=click.Choice(["single", "mean"]), default="single", show_default=True,
               help="single: only words that are one vocabulary token (the XLM authors' practice); "
                    "mean: also words of several subwords, as the mean of their vectors (Liu et al.).")
-@click.option("-o", "--output", default="-", show_default=True, type=click.Path(), metavar="FILE",
+@click.option("-o", "--output", default="-", show_default=True, type=OutputPath(), metavar="FILE",
               help="Result JSON (- = stdout).")
 def word(model, source_lang, target_lang, target_model, emb_a, emb_b, codes, max_words, train_dict, test_dict,
          subwords, output, **settings):
@@ -188,7 +179,6 @@ def word(model, source_lang, target_lang, target_model, emb_a, emb_b, codes, max
     from xlt.utils.errors import XltError
 
     align_settings, word_settings = _settings(settings), _word_settings(settings)
-    output = _writable(output)
     if (model is None) == (emb_a is None):
         raise XltError("give either --model (a run) or --emb-a (an embedding file)")
     if emb_a is None and (emb_b or codes or max_words):
@@ -220,13 +210,13 @@ def word(model, source_lang, target_lang, target_model, emb_a, emb_b, codes, max
 @click.option("--pooling", type=click.Choice(["first", "mean"]), default="mean", show_default=True,
               help="A word occurrence is its first subword or the mean of its subwords (the paper: mean).")
 @click.option("--layers", default=None, help="Comma-separated layers, 0 = embeddings [default: all].")
-@click.option("--space-cache", type=click.Path(file_okay=False), default=None, metavar="DIR",
+@click.option("--space-cache", type=OutputPath("directory"), default=None, metavar="DIR",
               help="Keep each language's word space here and reuse it when the model's weights, the corpus and "
                    "these settings are the same (English serves every target; layers x words x d_model x 4 B each).")
 @dataclass_options(WordSettings)
 @click.option("--train-dict", type=click.Path(dir_okay=False), default=None, metavar="FILE", help=WORD_DICT_HELP)
 @click.option("--test-dict", required=True, type=click.Path(dir_okay=False), metavar="FILE", help="MUSE test dictionary.")
-@click.option("-o", "--output", default="-", show_default=True, type=click.Path(), metavar="FILE",
+@click.option("-o", "--output", default="-", show_default=True, type=OutputPath(), metavar="FILE",
               help="Result JSON (- = stdout).")
 def contextual_word(model, source_lang, target_lang, target_model, source_corpus, target_corpus, n_sentences,
                     max_words, pooling, layers, space_cache, train_dict, test_dict, output, **settings):
@@ -249,7 +239,6 @@ def contextual_word(model, source_lang, target_lang, target_model, source_corpus
     from xlt.analysis.align import align_contextual_word
 
     align_settings, word_settings = _settings(settings), _word_settings(settings)
-    output = _writable(output)
     _write(align_contextual_word(model, source_lang, target_lang, source_corpus, target_corpus, train_dict, test_dict,
                                  target_model, n_sentences, max_words, _layers(layers), pooling,
                                  align_settings, word_settings, space_cache), output)
@@ -264,7 +253,7 @@ def contextual_word(model, source_lang, target_lang, target_model, source_corpus
 @click.option("--test", "test", type=(click.Path(), click.Path()), required=True, metavar="SRC_FILE TGT_FILE",
               help="Line-parallel test files (Tatoeba).")
 @click.option("--layers", default=None, help="Comma-separated layers, 0 = embeddings [default: all].")
-@click.option("-o", "--output", default="-", show_default=True, type=click.Path(), metavar="FILE",
+@click.option("-o", "--output", default="-", show_default=True, type=OutputPath(), metavar="FILE",
               help='Result JSON (- = stdout); its "layers" and "p_at_1" are what xlt cka --retrieval reads.')
 def sentence(model, source_lang, target_lang, target_model, train, columns, test, layers, output, **settings):
     """Align mean-pooled sentence vectors per layer (Figure 6) and evaluate Tatoeba retrieval (P@1).
@@ -285,7 +274,6 @@ def sentence(model, source_lang, target_lang, target_model, train, columns, test
         raise XltError(f"--columns takes 1-based column numbers such as 1,2, got {columns!r}") from None
     if not cols or min(cols) < 1:
         raise XltError(f"--columns takes 1-based column numbers such as 1,2, got {columns!r}")
-    output = _writable(output)
     _write(align_sentence(model, source_lang, target_lang, list(train), test[0], test[1], target_model, cols,
                           _layers(layers), _settings(settings)), output)
 
@@ -299,7 +287,7 @@ def sentence(model, source_lang, target_lang, target_model, train, columns, test
 @click.option("--pooling", type=click.Choice(["first", "mean"]), default="mean", show_default=True,
               help="A word's vector: its first subword or the mean of its subwords.")
 @click.option("--drop-identical", is_flag=True, help="Drop links between identical strings (names, numbers, anchors).")
-@click.option("-o", "--output", "output_dir", required=True, type=click.Path(), metavar="DIR",
+@click.option("-o", "--output", "output_dir", required=True, type=OutputPath("directory"), metavar="DIR",
               help="Map directory: map.json + W_layer{l}.npy (what xlt finetune --map-dir reads).")
 def dictionary(model, source_lang, target_lang, target_model, parallel, max_sentences, layers, pooling,
                drop_identical, output_dir, **settings):

@@ -6,7 +6,7 @@ from typing import Optional
 
 import click
 
-from xlt.cli.options import device_option
+from xlt.cli.options import OutputPath, device_option
 
 RUN_HELP = "An xlt run directory (xlt pretrain), a transformers model directory, or hf:NAME."
 # Not click.Path: hf:NAME is a model name, not a file.
@@ -29,7 +29,7 @@ MODEL = "MODEL"
 @click.option("--batch-size", type=int, default=32, show_default=True)
 @device_option
 @click.argument("input_path", metavar="INPUT", type=click.Path())
-@click.option("-o", "--output", required=True, type=click.Path(), metavar="PREFIX",
+@click.option("-o", "--output", required=True, type=OutputPath("prefix"), metavar="PREFIX",
               help="Output prefix: writes OUT.npy, OUT.json and OUT.index.npz (rows of each sentence).")
 def extract(run_dir: str, lang: str, level: str, pooling: str, layers: Optional[str], include_specials: bool,
             checkpoint: str, random_seed: Optional[int], batch_size: int, device: str, input_path: str,
@@ -108,7 +108,7 @@ def cka() -> None:
 @click.option("--checkpoint", type=click.Choice(["best", "last"]), default="best", show_default=True)
 @click.option("--batch-size", type=int, default=32, show_default=True)
 @device_option
-@click.option("-o", "--output", required=True, type=click.Path(), metavar="PREFIX",
+@click.option("-o", "--output", required=True, type=OutputPath("prefix"), metavar="PREFIX",
               help="Output prefix: OUT.json, OUT.png.")
 def compare(model_a, lang_a, text_a, reps_a, model_b, lang_b, text_b, reps_b, random_b, label, column, layers,
             matrix, debiased, n_sentences, include_specials, retrieval, checkpoint, batch_size, device,
@@ -151,7 +151,7 @@ def _side(name: str, run, lang, text, reps, random_seed):
 
 @cka.command()
 @click.argument("columns", nargs=-1, required=True, type=click.Path())
-@click.option("-o", "--output", required=True, type=click.Path(), metavar="PREFIX",
+@click.option("-o", "--output", required=True, type=OutputPath("prefix"), metavar="PREFIX",
               help="Output prefix: OUT.json, OUT.tsv, OUT.png.")
 def table(columns: tuple[str, ...], output: str) -> None:
     """Lay out `xlt cka compare` outputs as Figure 7: rows L0..Ln and AVER, one column per file.
@@ -199,7 +199,7 @@ def shift_decode() -> None:
 @click.option("--batch-size", type=int, default=32, show_default=True)
 @device_option
 @click.argument("text", type=click.Path())
-@click.option("-o", "--output", required=True, type=click.Path(), metavar="FILE",
+@click.option("-o", "--output", required=True, type=OutputPath(), metavar="FILE",
               help="Means file (.npz: mean [n_layers+1, d_model], header).")
 def means(run_dir, lang, n_sentences, include_specials, checkpoint, batch_size, device, text, output) -> None:
     """Mean of Language: the mean hidden state of every layer over every subword of held-out TEXT.
@@ -220,7 +220,7 @@ def means(run_dir, lang, n_sentences, include_specials, checkpoint, batch_size, 
               help="Means file of the source language.")
 @click.option("--tgt", "tgt_means", required=True, type=click.Path(), metavar="FILE",
               help="Means file of the target language.")
-@click.option("-o", "--output", required=True, type=click.Path(), metavar="FILE",
+@click.option("-o", "--output", required=True, type=OutputPath(), metavar="FILE",
               help="Shift file (.npz: mean_src, mean_tgt, header).")
 def shift(src_means: str, tgt_means: str, output: str) -> None:
     """Pair two means of one model into a shift file (D(l) = mean_tgt(l) - mean_src(l)).
@@ -253,7 +253,7 @@ def shift(src_means: str, tgt_means: str, output: str) -> None:
 @click.option("--checkpoint", type=click.Choice(["best", "last"]), default="best", show_default=True)
 @click.option("--batch-size", type=int, default=32, show_default=True)
 @device_option
-@click.option("-o", "--output", required=True, type=click.Path(), metavar="FILE",
+@click.option("-o", "--output", required=True, type=OutputPath(), metavar="FILE",
               help="Result JSON (grid of layer x alpha, best, samples).")
 def translate(run_dir, shift_path, input_path, reference, layers, alphas, n_sentences, token_sets, decode_lang,
               samples, checkpoint, batch_size, device, output) -> None:
@@ -283,7 +283,7 @@ def translate(run_dir, shift_path, input_path, reference, layers, alphas, n_sent
 @click.option("--layer", type=int, required=True, help="Layer of the fixed-setting BLEU-1 row (Liu et al.: 11).")
 @click.option("--alpha", type=float, default=3.0, show_default=True, help="Alpha of the fixed-setting BLEU-1 row.")
 @click.option("--cr-layer", type=int, default=None, help="Layer of the convert-rate rows [default: --layer].")
-@click.option("-o", "--output", required=True, type=click.Path(), metavar="PREFIX",
+@click.option("-o", "--output", required=True, type=OutputPath("prefix"), metavar="PREFIX",
               help="Output prefix: OUT.json, OUT.tsv.")
 def shift_table(results, layer, alpha, cr_layer, output) -> None:
     """Lay `translate` results out as Liu et al.'s Table 2, one column per direction.

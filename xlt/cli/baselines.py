@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import click
 
+from xlt.cli.options import OutputPath
+
 
 @click.command()
 @click.argument("task")
@@ -15,7 +17,7 @@ import click
 @click.option("--task-option", "task_settings", multiple=True, type=(str, str), metavar="KEY VALUE",
               help="A task setting, as for `xlt finetune` (e.g. punct_upos, f1_mode: they change the "
                    "scores) (repeatable).")
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), metavar="FILE",
+@click.option("-o", "--output", required=True, type=OutputPath(dir_okay=False), metavar="FILE",
               help="Output JSON file.")
 def baselines(task: str, train: tuple[str, str], eval_: tuple[tuple[str, str], ...], task_settings,
               output: str) -> None:

@@ -7,6 +7,7 @@ from typing import Optional
 import click
 
 from xlt.cli import XltGroup
+from xlt.cli.options import OutputPath
 
 LANG_FILE = click.option("--vocab", "vocabs", type=(str, click.Path()), multiple=True, metavar="LANG FILE",
                          help="A language and its vocabulary (token count); repeat once per language.")
@@ -32,7 +33,7 @@ def bpe() -> None:
 @bpe.command()
 @click.option("--merges", "-n", type=click.IntRange(min=1), required=True, metavar="N",
               help="Number of merge operations (the paper: 80000 joint, 40000 per language).")
-@click.option("--output", "-o", type=click.Path(), default="-", show_default=True, metavar="FILE",
+@click.option("--output", "-o", type=OutputPath(), default="-", show_default=True, metavar="FILE",
               help="Codes file ('a b count' per line).")
 @click.argument("corpora", nargs=-1, required=True)
 def learn(merges: int, output: str, corpora: tuple[str, ...]) -> None:
@@ -57,7 +58,7 @@ def learn(merges: int, output: str, corpora: tuple[str, ...]) -> None:
               help="Limit the output to subwords of this vocabulary (token count).")
 @click.option("--vocab-threshold", type=click.IntRange(min=1), default=None, metavar="N",
               help="Keep only vocabulary entries with a count of at least N (needs --vocab).")
-@click.option("--output", "-o", type=click.Path(), default="-", show_default=True, metavar="FILE", help="Output file.")
+@click.option("--output", "-o", type=OutputPath(), default="-", show_default=True, metavar="FILE", help="Output file.")
 @click.argument("input", default="-")
 def apply(codes: str, vocab: Optional[str], vocab_threshold: Optional[int], output: str, input: str) -> None:
     """Apply BPE codes to INPUT (default stdin), like `fast applybpe OUT INPUT CODES [VOCAB]`.
@@ -76,7 +77,7 @@ def apply(codes: str, vocab: Optional[str], vocab_threshold: Optional[int], outp
 
 
 @bpe.command()
-@click.option("--output", "-o", type=click.Path(), default="-", show_default=True, metavar="FILE",
+@click.option("--output", "-o", type=OutputPath(), default="-", show_default=True, metavar="FILE",
               help="Vocabulary file ('token count' per line).")
 @click.option("--lang", "-l", "languages", multiple=True, metavar="LANG",
               help="Language of each input, in order; writes the ownership sidecar VOCAB.langs.json.")
@@ -96,7 +97,7 @@ def vocab(output: str, languages: tuple[str, ...], inputs: tuple[str, ...]) -> N
 
 @bpe.command()
 @LANG_FILE
-@click.option("--output", "-o", type=click.Path(), required=True, metavar="FILE",
+@click.option("--output", "-o", type=OutputPath(), required=True, metavar="FILE",
               help="Union vocabulary (its sidecar VOCAB.langs.json is written too).")
 @click.option("--prefix-lang", is_flag=True,
               help="Prefix every entry with its language (fr:chat) so no token is shared (No anchors).")
@@ -115,7 +116,7 @@ def union(vocabs: tuple[tuple[str, str], ...], output: str, prefix_lang: bool) -
 
 @bpe.command()
 @LANG_FILE
-@click.option("--json", "json_path", type=click.Path(), default=None, metavar="FILE",
+@click.option("--json", "json_path", type=OutputPath(), default=None, metavar="FILE",
               help="Also write the report as JSON (- for stdout).")
 def anchors(vocabs: tuple[tuple[str, str], ...], json_path: Optional[str]) -> None:
     """Shared token types per language pair and the share of running tokens they cover.

@@ -8,6 +8,7 @@ from typing import Optional
 import click
 
 from xlt.cli import XltGroup
+from xlt.cli.options import OutputPath
 from xlt.utils import log
 
 _DATA_HELP = "Where data sets are laid out [env XLT_DATA; default: $XDG_CACHE_HOME/xlt or ~/.cache/xlt]."
@@ -31,7 +32,7 @@ def data() -> None:
 
 @data.command("fetch")
 @click.argument("names", nargs=-1, required=True, metavar="NAME...|all")
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR",
+@click.option("--data-dir", type=OutputPath("directory", path_type=Path), default=None, metavar="DIR",
               help=_DATA_HELP)
 @click.option("--mirror", type=click.Path(file_okay=False, path_type=Path), default=None, metavar="DIR",
               help="Local mirror to copy from [env XLT_DATA_MIRROR, set it empty for none; default: ../shared/data].")

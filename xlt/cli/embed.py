@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from xlt.cli.options import build_config, dataclass_options
+from xlt.cli.options import OutputPath, build_config, dataclass_options
 from xlt.embed.config import EmbedConfig
 
 
@@ -28,7 +28,7 @@ def embed() -> None:
               metavar="LANG FILE", help="A language's tokenized (optionally BPE'd) text, one sentence a line "
                                         "(repeatable: all languages are trained into one space).")
 @dataclass_options(EmbedConfig)
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), metavar="FILE",
+@click.option("-o", "--output", required=True, type=OutputPath(dir_okay=False), metavar="FILE",
               help="Embeddings in the word2vec text format; FILE.json describes them (config, inputs, versions).")
 def train(texts, output, **settings):
     """Train Word2Vec (gensim) or GloVe on several languages' text, written in the word2vec text format.

@@ -6,6 +6,8 @@ from typing import Optional
 
 import click
 
+from xlt.cli.options import OutputPath
+
 
 @click.group()
 def export() -> None:
@@ -22,7 +24,7 @@ def export() -> None:
 @click.option("--lang", "-l", default=None, metavar="LANG",
               help="Export this language's view (required for, and only for, a run with separate parameters).")
 @click.option("--checkpoint", type=click.Choice(["best", "last"]), default="best", show_default=True)
-@click.option("-o", "--output", required=True, type=click.Path(file_okay=False), metavar="DIR",
+@click.option("-o", "--output", required=True, type=OutputPath("directory"), metavar="DIR",
               help="Output directory (new or empty).")
 def hf(run_dir: str, lang: Optional[str], checkpoint: str, output: str) -> None:
     """RUN as a transformers XLMWithLMHeadModel with XLM's Moses + BPE tokenizer files.

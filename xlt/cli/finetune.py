@@ -10,7 +10,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from xlt.cli.options import build_config, dataclass_options
+from xlt.cli.options import OutputPath, build_config, dataclass_options
 from xlt.finetune.config import FinetuneConfig, read_config_file
 from xlt.utils.errors import XltError
 
@@ -47,7 +47,7 @@ def _task_value(text: str) -> Any:
 @click.command()
 @click.argument("task")
 @click.option("--model", required=True, metavar="MODEL", help=_help("model"))
-@click.option("-o", "--output", required=True, type=click.Path(file_okay=False), metavar="DIR", help=_help("output"))
+@click.option("-o", "--output", required=True, type=OutputPath("directory"), metavar="DIR", help=_help("output"))
 @click.option("--config", "config_file", type=click.Path(), default=None, metavar="FILE",
               help="JSON or TOML file of the options below (names with dashes or underscores; lists for the "
                    "grid); options given on the command line win.")

@@ -17,6 +17,8 @@ from typing import Any, Callable, Iterable, Mapping, Optional
 
 import click
 
+from xlt.utils.errors import EXIT_USAGE, XltError
+
 # The same text as xlt.utils.device.DEVICE_HELP (a test keeps them equal); that module imports torch,
 # which the help of a command with --device must not wait for.
 DEVICE_HELP = "torch device: auto (CUDA when present, else CPU), cpu, cuda or cuda:N"
@@ -97,12 +99,49 @@ def build_config(cls: type, values: dict[str, Any]):
 def _device(ctx: click.Context, param: click.Parameter, value: str):
     # Resolved (torch imported) when the command runs, never for --help.
     from xlt.utils.device import resolve_device
-    from xlt.utils.errors import XltError
 
     try:
         return resolve_device(value)
     except XltError as e:
         raise click.BadParameter(str(e)) from None
+
+
+class _BadOutput(click.ClickException):
+    """An output refused while the command line is read; :func:`xlt.cli.main` prints it as the
+    command's one error line (``ctx`` names the command) with the exit status of every bad input."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, message: str, ctx: Optional[click.Context]):
+        super().__init__(message)
+        self.ctx = ctx
+
+
+class OutputPath(click.Path):
+    """An output checked when the command line is read, before any input is read or model loaded:
+    ``kind`` "file" (``-``: stdout), "prefix" (the beginning of several files' names) or "directory"
+    (written, or created when absent). See :func:`xlt.utils.textio.check_output_paths`."""
+
+    def __init__(self, kind: str = "file", **kwargs: Any):
+        if kind == "directory":
+            kwargs.setdefault("file_okay", False)
+        super().__init__(**kwargs)
+        self.kind = kind
+
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
+        value = super().convert(value, param, ctx)
+        if value == "-" and self.kind == "file":
+            return value
+        from xlt.utils.textio import check_output_directory, check_output_paths
+
+        try:
+            if self.kind == "directory":
+                check_output_directory(value)
+            else:
+                check_output_paths(value, prefix=self.kind == "prefix")
+        except XltError as e:
+            raise _BadOutput(str(e), ctx) from None
+        return value
 
 
 def device_option(fn: Callable) -> Callable:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import click
 
-from xlt.cli.options import build_config, dataclass_options
+from xlt.cli.options import OutputPath, build_config, dataclass_options
 from xlt.pretrain.config import PretrainConfig
 
 
 @click.command()
-@click.option("--run-dir", required=True, type=click.Path(file_okay=False), metavar="DIR",
+@click.option("--run-dir", required=True, type=OutputPath("directory"), metavar="DIR",
               help="Run directory: created, or resumed when it already holds this run.")
 @dataclass_options(PretrainConfig, metavars={"vocab": "FILE", "codes": "LANG FILE"})
 def pretrain(run_dir: str, **values) -> None:

@@ -6,6 +6,8 @@ from typing import Callable
 
 import click
 
+from xlt.cli.options import OutputPath
+
 LANGS_HELP = "Target languages, comma-separated, in column order."
 PAPER_HELP = "Paper numbers file [default: the one shipped with xlt, xlt/report/paper_numbers.json]."
 
@@ -24,7 +26,7 @@ def _languages(text: str) -> list[str]:
 
 
 def _common(func: Callable) -> Callable:
-    func = click.option("-o", "--output", "output_dir", required=True, type=click.Path(file_okay=False),
+    func = click.option("-o", "--output", "output_dir", required=True, type=OutputPath("directory"),
                         metavar="DIR",
                         help="Output directory: NAME.md, NAME.csv, NAME.tex, NAME.json (and NAME.png).")(func)
     func = click.option("--paper-numbers", type=click.Path(), default=None, metavar="FILE", help=PAPER_HELP)(func)

@@ -6,6 +6,7 @@ import shlex
 
 import click
 
+from xlt.cli.options import OutputPath
 from xlt.utils import log
 
 
@@ -15,7 +16,7 @@ from xlt.utils import log
 @click.option("--lang", "-l", required=True, metavar="LANG", help="Language of the text; selects the entries of a "
               "language-prefixed vocabulary and is recorded in the header.")
 @click.argument("input_path", metavar="[INPUT]", required=False, default="-")
-@click.option("-o", "--output", "prefix", required=True, type=click.Path(), metavar="PREFIX",
+@click.option("-o", "--output", "prefix", required=True, type=OutputPath("prefix"), metavar="PREFIX",
               help="Output prefix: writes PREFIX.bin, PREFIX.idx and PREFIX.json.")
 def binarize(vocab: str, lang: str, input_path: str, prefix: str) -> None:
     """Encode BPE'd text (one sentence per line) into a memory-mapped token store.

@@ -7,6 +7,7 @@ from typing import Optional
 
 import click
 
+from xlt.cli.options import OutputPath
 from xlt.utils import log
 
 
@@ -14,7 +15,7 @@ from xlt.utils import log
 @click.option("--lang", "-l", required=True, metavar="LANG",
               help="Language code of the text (en, fr, ru, de, zh, ...).")
 @click.argument("input_path", metavar="[INPUT]", default="-")
-@click.option("--output", "-o", "output_path", type=click.Path(), default="-", metavar="FILE",
+@click.option("--output", "-o", "output_path", type=OutputPath(), default="-", metavar="FILE",
               help="Output file (default: stdout).")
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
               help="Tokenizer processes; the line order is kept.")
@@ -42,7 +43,7 @@ def tokenize(lang: str, input_path: str, output_path: str, workers: int, lowerca
 @click.option("--dict", "dictionary_path", required=True, type=click.Path(), metavar="FILE",
               help="MUSE dictionary: 'source translation [weight]' per line (space or tab separated).")
 @click.argument("input_path", metavar="[INPUT]", default="-")
-@click.option("--output", "-o", "output_path", type=click.Path(), default="-", metavar="FILE",
+@click.option("--output", "-o", "output_path", type=OutputPath(), default="-", metavar="FILE",
               help="Output file (default: stdout).")
 @click.option("--rate", type=click.FloatRange(0, 1), default=0.3, show_default=True,
               help="Probability of replacing each dictionary word by a translation.")
@@ -53,7 +54,7 @@ def tokenize(lang: str, input_path: str, output_path: str, workers: int, lowerca
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Random seed: the same input, dictionary and seed give the same output.")
 @click.option("--ignore-case", is_flag=True, help="Look words up by their lowercase form.")
-@click.option("--report", "report_path", type=click.Path(), default=None, metavar="FILE",
+@click.option("--report", "report_path", type=OutputPath(), default=None, metavar="FILE",
               help="Write the counts and settings as JSON here.")
 def codeswitch(dictionary_path: str, input_path: str, output_path: str, rate: float, max_fraction: float,
                batch_lines: int, seed: int, ignore_case: bool, report_path: Optional[str]) -> None:

@@ -1,4 +1,5 @@
-"""One fine-tuning run's directory as files, read and tidied without its model or data.
+"""One fine-tuning run's directory as files, read and tidied without its model or data; and the lock
+under which the experiment's own files (OUTPUT/results.json, ...) are written.
 
 The runner asks a :class:`RunFiles` whether a run is finished (``train.json``) before it loads
 anything, so a command over a finished grid encodes no training data;
@@ -8,14 +9,31 @@ order, that every earlier version wrote: existing run directories are read as th
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import glob
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
-from xlt.utils.textio import read_json
+from xlt.utils.rundir import exclusive_lock
+from xlt.utils.textio import read_json, remove_stale_temporaries
+
+
+# What `xlt finetune` writes in OUTPUT itself (each through atomic_path), under OUTPUT/lock.
+OUTPUT_FILES = ("results.json", "summary.md", "static_coverage.json")
+
+
+@contextlib.contextmanager
+def output_files_lock(output: str) -> Iterator[None]:
+    """Held while OUTPUT's own files are written. Several processes can share a grid and all write
+    them at the end: each waits for the others, and then a temporary of those files can only be a
+    killed process's, removed here."""
+    with exclusive_lock(os.path.join(output, "lock"), "output directory",
+                        wait=f"{output}: waiting for another process writing its results"):
+        remove_stale_temporaries(*(os.path.join(output, name) for name in OUTPUT_FILES))
+        yield
 
 
 @dataclass(frozen=True)

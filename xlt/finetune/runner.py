@@ -19,7 +19,7 @@ Evaluations are cached one file each, keyed by language, split, data checksum, v
 parameters, and the language-embedding id; so adding a target or a shift weight later only
 evaluates what is new; each also writes a prediction file (:mod:`xlt.finetune.evaluations`). At the
 end ``results.json`` (every run, the selection, mean of the best two, mean ± std over seeds) and
-``summary.md`` are rewritten atomically from what is on disk.
+``summary.md`` are rewritten atomically from what is on disk, one process at a time (``OUTPUT/lock``).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from xlt.finetune.hf import HFRun, is_hf_model
 from xlt.finetune.static import StaticRun, coverage_markdown, is_static
 from xlt.finetune.ordering import ExampleSizes, evaluation_order, example_sizes, ordered_batches
 from xlt.finetune.records import RunIdentity, RunRecord
-from xlt.finetune.runfiles import RunFiles
+from xlt.finetune.runfiles import RunFiles, output_files_lock
 from xlt.finetune.task import Batch, Task
 from xlt.finetune.trainer import RunTrainer, SourceData, frozen_parameter_names
 from xlt.model.hf import layer_output_modules
@@ -50,7 +50,7 @@ from xlt.utils import log
 from xlt.utils.device import resolve_device
 from xlt.utils.errors import XltError, require_file
 from xlt.utils.rundir import exclusive_lock, write_run_description
-from xlt.utils.textio import atomic_output, file_sha256, read_json, write_json
+from xlt.utils.textio import atomic_output, file_sha256, make_directory, read_json, write_json
 
 RESULTS_FORMAT = "xlt-finetune-results/1"
 EXIT_OK, EXIT_FAILED, EXIT_BUSY = 0, 1, 75  # 75 = EX_TEMPFAIL: runs held by another process, try later
@@ -302,7 +302,7 @@ class Experiment:
         cached = evaluations(self, files) if summary else None
         if cached is not None:
             return record("done", worked=False, training=summary, evaluations=cached)
-        os.makedirs(run_dir, exist_ok=True)
+        make_directory(run_dir)
         with contextlib.ExitStack() as stack:
             try:
                 stack.enter_context(exclusive_lock(files.path("lock"), "fine-tuning run"))
@@ -345,7 +345,7 @@ def describe(record: RunRecord, metric: str, source: str, targets: list[str]) ->
 def finetune(cfg: FinetuneConfig, on_epoch_end: Optional[Callable[[dict[str, Any]], None]] = None) -> Outcome:
     """Run (or resume, or skip) every grid point and seed; write results.json and summary.md."""
     exp = Experiment(cfg)
-    os.makedirs(exp.runs_dir, exist_ok=True)
+    make_directory(exp.runs_dir)
     grid = list(cfg.grid())
     metric = exp.task.main_metric
     log.info(f"{cfg.task}: {len(grid)} run(s), model {exp.model_source}, source {exp.source}, "
@@ -367,22 +367,23 @@ def finetune(cfg: FinetuneConfig, on_epoch_end: Optional[Callable[[dict[str, Any
                                         for t, m in exp.shifts.items()}},
                "config": cfg.to_dict(), "summary": summary, "runs": records}
     text = selection.markdown(summary, f"xlt finetune {cfg.task}: {exp.source} -> {', '.join(exp.targets)}")
-    if isinstance(exp.pretrained, StaticRun):
-        # counted while this command encoded the splits; a command that only read cached runs encoded
-        # none, and reports what the command that did wrote down
-        coverage, kept = exp.pretrained.coverage(), os.path.join(cfg.output, "static_coverage.json")
-        if coverage:
-            write_json(kept, coverage)
-        elif os.path.exists(kept):
-            coverage = read_json(kept)
-        if coverage:
-            results["static_coverage"] = coverage
-            text += coverage_markdown(coverage)
-            for lang, c in coverage.items():
-                log.info(f"{lang}: {c['unknown']} of {c['tokens']} tokens have no vector (zero vectors)")
-    write_json(os.path.join(cfg.output, "results.json"), results)
-    with atomic_output(os.path.join(cfg.output, "summary.md")) as f:
-        f.write(text)
+    with output_files_lock(cfg.output):
+        if isinstance(exp.pretrained, StaticRun):
+            # counted while this command encoded the splits; a command that only read cached runs
+            # encoded none, and reports what the command that did wrote down
+            coverage, kept = exp.pretrained.coverage(), os.path.join(cfg.output, "static_coverage.json")
+            if coverage:
+                write_json(kept, coverage)
+            elif os.path.exists(kept):
+                coverage = read_json(kept)
+            if coverage:
+                results["static_coverage"] = coverage
+                text += coverage_markdown(coverage)
+                for lang, c in coverage.items():
+                    log.info(f"{lang}: {c['unknown']} of {c['tokens']} tokens have no vector (zero vectors)")
+        write_json(os.path.join(cfg.output, "results.json"), results)
+        with atomic_output(os.path.join(cfg.output, "summary.md")) as f:
+            f.write(text)
     code = EXIT_FAILED if counts["failed"] else EXIT_BUSY if counts["busy"] else EXIT_OK
     if counts["busy"]:
         log.info(f"{counts['busy']} run(s) in progress in another process: the summary is partial; run again later")

@@ -51,7 +51,7 @@ from torch import Tensor
 
 from xlt.model.encoder import LayerHook
 from xlt.utils.errors import XltError, require_file
-from xlt.utils.textio import atomic_path, file_sha256, read_json, write_json
+from xlt.utils.textio import atomic_path, file_sha256, make_directory, read_json, write_json
 
 MAP_FORMAT = "xlt-layer-map/1"
 MAP_HEADER = "map.json"
@@ -74,7 +74,7 @@ def write_maps(output_dir: str, maps: Sequence[np.ndarray], header: dict) -> Non
     Every file goes through a temporary name; the header is written last, so a directory with a
     header is complete.
     """
-    os.makedirs(output_dir, exist_ok=True)
+    make_directory(output_dir)
     stale = os.path.join(output_dir, MAP_HEADER)
     if os.path.exists(stale):
         os.unlink(stale)  # a half-rewritten directory must not look complete

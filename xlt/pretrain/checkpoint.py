@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import pickle
-from typing import Any, Mapping
+from typing import Any, BinaryIO, Mapping
 
 import torch
 
@@ -18,9 +18,33 @@ from xlt.utils.errors import PathLike, XltError
 from xlt.utils.textio import atomic_path
 
 
+class _KeptErrors:
+    """A file that keeps the OS error of a failed write: torch.save reports one as a RuntimeError
+    without it, and a full disk must read as a full disk (one error line), not as a bug."""
+
+    def __init__(self, f: BinaryIO):
+        self.f, self.error = f, None
+
+    def write(self, data) -> int:
+        try:
+            return self.f.write(data)
+        except OSError as e:
+            self.error = e
+            raise
+
+    def flush(self) -> None:
+        self.f.flush()
+
+
 def save_checkpoint(path: PathLike, state: dict[str, Any]) -> None:
-    with atomic_path(path) as tmp:
-        torch.save(state, tmp)
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        out = _KeptErrors(f)
+        try:
+            torch.save(state, out)
+        except RuntimeError:
+            if out.error is None:
+                raise
+            raise out.error from None
 
 
 # What torch.load raises on a file that is not a checkpoint: a git-lfs pointer, text or random bytes

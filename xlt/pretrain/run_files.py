@@ -17,7 +17,7 @@ from xlt.data.store import TokenStore
 from xlt.text.tokenize import TokenizerConfig
 from xlt.utils.errors import XltError
 from xlt.utils.rundir import write_run_description
-from xlt.utils.textio import atomic_path, file_sha256, read_json, write_json
+from xlt.utils.textio import atomic_path, file_sha256, read_json, remove_stale_temporaries, write_json
 
 STORE_HEADER_KEYS = ("vocab_sha256", "n_sentences", "n_tokens", "source_sha256", "unk_rate")
 # The settings that name input files: a run whose inputs moved (a work directory copied to another
@@ -80,6 +80,17 @@ def changed_inputs(run_dir: str, vocab_sha256: str, codes: Mapping[str, str],
                 os.path.exists(copy) and os.path.exists(codes[lang]) and file_sha256(copy) != file_sha256(codes[lang])):
             changed.append(f"codes.{lang}")
     return changed
+
+
+# Every file of a run directory that xlt writes through atomic_path (names as glob patterns): what a
+# process killed mid-write can have left a temporary of.
+WRITTEN = ("vocab", "vocab.langs.json", "codes.*", "text.json", "config.json", "metrics.jsonl", "checkpoints/*")
+
+
+def remove_leftovers(run_dir: str) -> None:
+    """Remove the temporaries of the run's files that a killed process left. Only for the holder of
+    the run's lock: every writer of these files holds it, so none of them is being written."""
+    remove_stale_temporaries(*(os.path.join(run_dir, name) for name in WRITTEN))
 
 
 def copy_if_changed(src: str, dst: str) -> None:

@@ -30,7 +30,8 @@ from xlt.model.heads import MaskedLM
 from xlt.pretrain import distributed
 from xlt.pretrain.checkpoint import load_checkpoint, load_model_weights, save_checkpoint
 from xlt.pretrain.config import ADDED_DEFAULTS, MUTABLE_KEYS, PretrainConfig
-from xlt.pretrain.run_files import INPUT_PATH_KEYS, changed_inputs, describe_run, sigterm_requested
+from xlt.pretrain.run_files import (INPUT_PATH_KEYS, changed_inputs, describe_run, remove_leftovers,
+                                    sigterm_requested)
 from xlt.pretrain.schedule import inverse_sqrt_schedule
 from xlt.pretrain.unigram import unigram_log_probs
 from xlt.text.bpe import check_codes
@@ -40,6 +41,7 @@ from xlt.utils import log
 from xlt.utils.errors import Terminated, XltError
 from xlt.utils.rundir import MetricsLog, check_same_config, exclusive_lock
 from xlt.utils.seed import rng_state, seed_everything, set_rng_state
+from xlt.utils.textio import make_directory
 
 EVAL_MASK_SEED = 12345  # dev perplexity always uses the same masks, whatever the training seed
 
@@ -195,11 +197,8 @@ class Pretrainer:
         resolved = {**self.cfg.to_dict(), "model": self.model_config.to_dict()}
         resuming = False
         if self.d.is_main:
-            os.makedirs(self._path(""), exist_ok=True)
-            # A process killed while writing leaves its temporary file; we hold the lock, so it is stale.
-            for name in os.listdir(self._path("")):
-                if name.endswith(".tmp"):
-                    os.unlink(self._path(name))
+            make_directory(self._path(""))
+            remove_leftovers(self.run_dir)
             # Without a checkpoint there is nothing to resume: whatever an earlier attempt (failed or
             # killed before its first save, maybe with other settings) left is started over.
             changed = changed_inputs(self.run_dir, self.vocab.sha256, self.cfg.codes,
@@ -225,7 +224,7 @@ class Pretrainer:
     def train(self) -> dict[str, Any]:
         """Train to ``max_steps`` (resuming if the run directory has a checkpoint); return a summary."""
         lock = exclusive_lock(os.path.join(self.run_dir, ".lock")) if self.d.is_main else contextlib.nullcontext()
-        os.makedirs(self.run_dir, exist_ok=True)
+        make_directory(self.run_dir)
         with lock, sigterm_requested() as stop:
             if self.prepare_run_dir():
                 self.load_state_dict(load_checkpoint(self._path("last.pt")))

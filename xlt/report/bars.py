@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
-from xlt.utils.textio import atomic_path
+from xlt.utils.textio import atomic_path, make_directory
 
 
 @dataclass
@@ -49,7 +49,7 @@ def grouped_bars(panels: Sequence[BarPanel], path: str, title: str, columns: int
         fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), fontsize=7, frameon=False)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout(rect=(0, 0.07 if handles else 0, 1, 1))
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    make_directory(os.path.dirname(os.path.abspath(path)))
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=120)
     plt.close(fig)

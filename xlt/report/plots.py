@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
-from xlt.utils.textio import atomic_path
+from xlt.utils.textio import atomic_path, make_directory
 
 
 @dataclass
@@ -48,7 +48,7 @@ def per_layer(panels: Sequence[Panel], path: str, ylabel: str, title: str) -> No
     axes[0][0].set_ylabel(ylabel, fontsize=8)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    make_directory(os.path.dirname(os.path.abspath(path)))
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=120)
     plt.close(fig)

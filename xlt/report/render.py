@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Optional
 
 from xlt.report.findings import Finding
-from xlt.utils.textio import atomic_output, write_json
+from xlt.utils.textio import atomic_output, make_directory, write_json
 
 REPORT_FORMAT = "xlt-report/1"
 
@@ -194,7 +194,7 @@ def as_json(table: ReportTable) -> dict:
 
 def write_report(table: ReportTable, output_dir: str) -> dict[str, str]:
     """``OUTPUT_DIR/<name>.{md,csv,tex,json}``, each written atomically; returns kind -> path."""
-    os.makedirs(output_dir, exist_ok=True)
+    make_directory(output_dir)
     base = os.path.join(output_dir, table.name)
     paths = {"markdown": base + ".md", "csv": base + ".csv", "latex": base + ".tex", "json": base + ".json"}
     for kind, render in (("markdown", markdown), ("csv", csv_text), ("latex", latex)):

@@ -21,7 +21,7 @@ from typing import Any, Iterator, Optional
 from xlt import __version__
 from xlt.utils import log
 from xlt.utils.errors import PathLike, XltError
-from xlt.utils.textio import read_json, write_json
+from xlt.utils.textio import atomic_output, cannot_write, read_json, write_json
 
 
 def environment() -> dict[str, Any]:
@@ -90,11 +90,21 @@ class MetricsLog:
 
     def append(self, record: dict[str, Any]) -> None:
         line = (json.dumps(record, sort_keys=False) + "\n").encode("utf-8")
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            os.write(fd, line)
-        finally:
-            os.close(fd)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                end = os.fstat(fd).st_size
+                try:
+                    written = os.write(fd, line)
+                    while written < len(line):  # a full disk takes part of the line; the rest says why
+                        written += os.write(fd, line[written:])
+                except OSError:
+                    os.ftruncate(fd, end)  # no torn line for a reader, or the resume, to trip on
+                    raise
+            finally:
+                os.close(fd)
+        except OSError as e:
+            raise cannot_write(self.path, e) from None
 
     def records(self) -> list[dict[str, Any]]:
         if not os.path.exists(self.path):
@@ -108,8 +118,6 @@ class MetricsLog:
         kept = [r for r in records if r.get("step", 0) <= step]
         if len(kept) == len(records):
             return
-        from xlt.utils.textio import atomic_output
-
         with atomic_output(self.path) as f:
             for r in kept:
                 f.write(json.dumps(r) + "\n")

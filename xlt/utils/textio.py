@@ -5,12 +5,18 @@
   number and memory stays constant.
 * :func:`atomic_output` writes to a temporary name beside the target and renames it into place
   only when the block finishes without error, so a killed or failed run never leaves a partial
-  file under the final name.
+  file under the final name; :func:`remove_stale_temporaries` removes what a killed one left.
+* An output the OS refuses (permissions, a read-only or full disk, a path under a regular file) is
+  the one error line ``PATH: cannot write (REASON)``: :func:`check_output_paths` and
+  :func:`check_output_directory` find it out before any work, :func:`atomic_path` and
+  :func:`make_directory` when it happens.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import glob
 import json
 import gzip
 import hashlib
@@ -83,22 +89,79 @@ def read_numbered_lines(path: PathLike) -> Iterator[tuple[int, str]]:
     return enumerate(read_lines(path), start=1)
 
 
+# Errors of a write that the disk, not the program, refused: the user's to fix (free space, a quota).
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+TEMPORARY_SUFFIX = ".tmp"
+
+
+def cannot_write(path: PathLike, error: OSError) -> XltError:
+    """The one error line for an output the OS refused, with the OS's own reason."""
+    return XltError(f"cannot write ({error.strerror or error})", path)
+
+
+def _not_a_directory(path: PathLike) -> XltError:
+    return cannot_write(path, NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR)))
+
+
+def _parent_directory(path: str) -> str:
+    directory = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(directory):
+        return directory
+    if os.path.lexists(directory):  # out.txt/result: "does not exist" would send the user looking for it
+        raise _not_a_directory(path)
+    raise XltError("output directory does not exist", directory)
+
+
+def _probe(directory: str, path: PathLike) -> None:
+    """Ask the OS itself whether ``directory`` takes a new file: permission bits, ACLs, an immutable
+    directory or a read-only mount all answer here, root included. The file has no name (O_TMPFILE
+    where supported), so a kill leaves nothing behind."""
+    try:
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as e:
+        raise cannot_write(path, e) from None
+
+
 def output_directory(path: PathLike) -> str:
     """The existing directory ``path`` will be renamed into, once ``path`` is known to be a file path."""
     path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise XltError("output directory does not exist", directory)
+    directory = _parent_directory(path)
     if os.path.isdir(path):
         raise XltError("is a directory; expected the path of an output file", path)
     return directory
 
 
-def check_output_paths(*paths: PathLike) -> None:
-    """Check that each output can be renamed into place. Commands with several outputs call this
-    before any work, so that a bad last output does not fail the command after the first ones."""
+def check_output_paths(*paths: PathLike, prefix: bool = False) -> None:
+    """Check that each output can be written and renamed into place. Commands call this before any
+    work, so that a bad output does not fail the command after the work (or after the first outputs).
+    ``prefix``: each path begins the names of several files (``PREFIX.npy``, ``PREFIX.json``)."""
     for path in paths:
-        output_directory(path)
+        path = os.fspath(path)
+        _probe(_parent_directory(path) if prefix else output_directory(path), path)
+
+
+def check_output_directory(path: PathLike) -> str:
+    """Check, before any work, that the directory ``path`` can be written, or created (by
+    :func:`make_directory`, later) in its nearest existing ancestor."""
+    path = os.fspath(path)
+    existing = os.path.abspath(path)
+    while not os.path.lexists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise _not_a_directory(path)
+    _probe(existing, path)
+    return path
+
+
+def make_directory(path: PathLike) -> str:
+    """``os.makedirs(path, exist_ok=True)``, with a refusal as the one error line."""
+    path = os.fspath(path)
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise cannot_write(path, e) from None
+    return path
 
 
 @contextlib.contextmanager
@@ -106,21 +169,38 @@ def atomic_path(path: PathLike) -> Iterator[str]:
     """Yield a temporary path beside ``path``; rename it to ``path`` if the block succeeds.
 
     For writers that need a file name (numpy memmaps, external tools) rather than a stream. On any
-    exception the temporary file is removed and the previous content of ``path`` is left untouched.
+    exception the temporary file is removed and the previous content of ``path`` is left untouched;
+    a temporary that cannot be created, or a full disk, is :func:`cannot_write`'s error.
     """
     path = os.fspath(path)
     directory = output_directory(path)
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=TEMPORARY_SUFFIX, dir=directory)
+    except OSError as e:
+        raise cannot_write(path, e) from None
     os.close(fd)
     try:
         yield tmp
         if os.path.exists(tmp):
             os.chmod(tmp, _umask_mode())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.errno in DISK_FULL:
+            raise cannot_write(path, e) from None
         raise
+
+
+def remove_stale_temporaries(*paths: PathLike) -> None:
+    """Remove the temporaries :func:`atomic_path` made for ``paths`` (their names may be glob
+    patterns: ``RUN/codes.*``) and a killed process left. Only for a caller holding the lock that
+    every writer of those paths holds: a live writer's temporary has the same name."""
+    for path in paths:
+        directory, name = os.path.split(os.fspath(path))
+        for tmp in glob.glob(os.path.join(glob.escape(directory), f"{name}.*{TEMPORARY_SUFFIX}")):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,190 @@
+"""Outputs the OS refuses, and what a killed process left half-written.
+
+An output that cannot be written is one error line, ``PATH: cannot write (REASON)``, exit 2, before
+any work; a disk that fills during a write is one line, and the old file stays as it was; the next
+start of a command removes the temporaries a killed process left of every file the command writes.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import assert_one_line_error, run_in_process, run_xlt
+from finetune_toy import build_toy_world
+from pretrain_fixtures import build_inputs, tiny_args
+
+from xlt.utils.errors import XltError
+from xlt.utils.textio import atomic_path, make_directory
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def command_lines(bad: Path, missing: Path, existing: Path) -> dict[str, list]:
+    """Commands whose output is under ``bad``. Their inputs are missing: the output, known from the
+    command line, must be found out first, before any input is read or any model loaded."""
+    return {
+        "tokenize": ["tokenize", "--lang", "en", missing, "-o", bad / "out.tok"],
+        "bpe learn": ["bpe", "learn", "--merges", "10", "-o", bad / "codes", missing],
+        "binarize": ["binarize", "--vocab", missing, "--lang", "en", missing, "-o", bad / "en.train"],
+        "pretrain": ["pretrain", "--run-dir", bad / "run", "--vocab", missing, "--train", "en", missing,
+                     "--dev", "en", missing],
+        "finetune": ["finetune", "xnli", "--model", missing, "-o", bad / "ft"],
+        "extract": ["extract", "--model", missing, "--lang", "en", missing, "-o", bad / "reps"],
+        "embed train": ["embed", "train", "--text", "en", missing, "-o", bad / "w2v.txt"],
+        "export hf": ["export", "hf", missing, "-o", bad / "hf"],
+        "report table1": ["report", "table1", "--results-dir", existing, "-o", bad / "report"],
+    }
+
+
+@pytest.fixture
+def read_only_dir(tmp_path):
+    """A directory the OS refuses new files in: mode 555, and for root (whom modes do not stop) the
+    immutable attribute; skipped where neither holds."""
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    immutable = False
+    try:
+        if os.access(ro, os.W_OK):
+            immutable = shutil.which("chattr") is not None and subprocess.run(
+                ["chattr", "+i", ro], capture_output=True).returncode == 0
+            if not immutable:
+                pytest.skip("this user can write in a mode-555 directory and cannot make one immutable")
+        yield ro
+    finally:
+        if immutable:
+            subprocess.run(["chattr", "-i", ro], check=True)
+        ro.chmod(0o755)  # so that pytest can remove tmp_path
+
+
+@pytest.mark.parametrize("command", list(command_lines(Path(), Path(), Path())))
+def test_an_output_under_a_regular_file_is_one_line_before_any_work(command, tmp_path, capsys):
+    # A path below a regular file cannot be created, by root as by anyone.
+    bad = tmp_path / "file.txt"
+    bad.write_text("not a directory\n")
+    args = command_lines(bad, tmp_path / "missing", tmp_path)[command]
+    res = run_in_process(capsys, *args)
+    assert_one_line_error(res, f"xlt {command}: error: {bad}/", ": cannot write (Not a directory)")
+
+
+@pytest.mark.parametrize("command", list(command_lines(Path(), Path(), Path())))
+def test_an_output_in_a_read_only_directory_is_one_line_before_any_work(command, read_only_dir, tmp_path, capsys):
+    args = command_lines(read_only_dir, tmp_path / "missing", tmp_path)[command]
+    res = run_in_process(capsys, *args)
+    assert_one_line_error(res, f"xlt {command}: error: {read_only_dir}/", ": cannot write (")
+    assert list(read_only_dir.iterdir()) == []
+
+
+def test_the_library_reports_a_refused_output_as_one_line_where_it_happens(read_only_dir, tmp_path):
+    with pytest.raises(XltError, match=r"out\.txt: cannot write \("):
+        with atomic_path(read_only_dir / "out.txt"):
+            pass
+    (tmp_path / "file.txt").write_text("")
+    with pytest.raises(XltError, match=r"file\.txt/run: cannot write \(Not a directory\)"):
+        make_directory(tmp_path / "file.txt" / "run")
+
+
+def limit_file_size(limit: int):
+    """A child's preexec_fn: the OS refuses any write past ``limit`` bytes of a file (EFBIG, as a full
+    disk refuses with ENOSPC; Python ignores SIGXFSZ, so the write fails, not the process)."""
+    return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+
+def tmp_names(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*.tmp"))
+
+
+def test_a_write_the_disk_refuses_is_one_line_and_the_old_file_stays(tmp_path):
+    text = tmp_path / "in.txt"
+    text.write_text("Hello, world.\n" * 2000)
+    out = tmp_path / "out.tok"
+    out.write_text("the old output\n")
+    res = run_xlt("-q", "tokenize", "--lang", "en", text, "-o", out, preexec_fn=limit_file_size(4096))
+    assert_one_line_error(res, f"xlt tokenize: error: {out}: cannot write (File too large)")
+    assert out.read_text() == "the old output\n"
+    assert tmp_names(tmp_path) == []
+
+
+def test_a_full_disk_at_the_flush_is_one_line_and_the_old_file_stays(tmp_path, capsys, monkeypatch):
+    # Where the OS reports ENOSPC late (NFS, delayed allocation): at fsync, when everything was written.
+    def full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    (tmp_path / "in.txt").write_text("Hello, world.\n")
+    out = tmp_path / "out.tok"
+    out.write_text("the old output\n")
+    res = run_in_process(capsys, "-q", "tokenize", "--lang", "en", tmp_path / "in.txt", "-o", out)
+    assert_one_line_error(res, f"{out}: cannot write (No space left on device)")
+    assert out.read_text() == "the old output\n"
+    assert tmp_names(tmp_path) == []
+
+
+def test_a_metrics_line_the_disk_cuts_is_one_line_and_taken_back(tmp_path):
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text('{"step": 1}\n')
+    code = "import sys\nfrom xlt.utils.rundir import MetricsLog\nMetricsLog(sys.argv[1]).append({'step': 2, 'x': 'y' * 99})"
+    appended = subprocess.run([sys.executable, "-c", code, metrics], capture_output=True, text=True,
+                              preexec_fn=limit_file_size(metrics.stat().st_size + 20))  # room for part of it
+    assert appended.stderr.strip().endswith(f"XltError: {metrics}: cannot write (File too large)"), appended.stderr
+    assert metrics.read_text() == '{"step": 1}\n'
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    return build_inputs(tmp_path_factory.mktemp("outputs-inputs"))
+
+
+def test_a_checkpoint_the_disk_refuses_is_one_line_and_the_last_one_stays(inputs, tmp_path):
+    run = tmp_path / "run"
+    run_xlt("pretrain", "--run-dir", run, *inputs["args"], *tiny_args(3), check=True)
+    last = (run / "checkpoints" / "last.pt").read_bytes()
+    # Room for the run's small files (config.json, metrics), none for a checkpoint.
+    res = run_xlt("-q", "pretrain", "--run-dir", run, *inputs["args"], *tiny_args(6),
+                  preexec_fn=limit_file_size(len(last) // 4))
+    assert_one_line_error(res, f"xlt pretrain: error: {run / 'checkpoints'}/", ": cannot write (File too large)")
+    assert (run / "checkpoints" / "last.pt").read_bytes() == last
+    assert tmp_names(run) == []
+
+
+def leave_temporaries(paths: list[Path]) -> None:
+    """What SIGKILL inside atomic_path leaves: each path's real temporary, never renamed or removed."""
+    code = ("import os, signal, sys\nfrom xlt.utils.textio import atomic_path\n"
+            "held = [atomic_path(p) for p in sys.argv[1:]]\nfor cm in held:\n    cm.__enter__()\n"
+            "os.kill(os.getpid(), signal.SIGKILL)\n")
+    killed = subprocess.run([sys.executable, "-c", code, *map(str, paths)])
+    assert killed.returncode == -signal.SIGKILL
+    assert len(tmp_names(Path(os.path.commonpath(paths)))) >= len(paths)
+
+
+def written_files(root: Path) -> list[Path]:
+    """Every file a command wrote under ``root`` (its lock files are not written, only held)."""
+    return [p for p in root.rglob("*") if p.is_file() and p.name not in ("lock", ".lock")]
+
+
+def test_pretrain_removes_what_a_killed_start_left_of_every_file_it_writes(inputs, tmp_path):
+    run = tmp_path / "run"
+    args = ["pretrain", "--run-dir", run, *inputs["args"], *tiny_args(3)]
+    run_xlt(*args, check=True)
+    leave_temporaries(written_files(run))
+    run_xlt(*args, check=True)
+    assert tmp_names(run) == []
+
+
+def test_finetune_removes_what_a_killed_process_left_of_its_output_files(tmp_path_factory, tmp_path, capsys):
+    world = build_toy_world(tmp_path_factory.getbasetemp() / "finetune-world")
+    out = tmp_path / "out"
+    args = ["finetune", "finetune_toy:ToyTask", "--model", world.run, "-o", out, *world.args("fr"),
+            "--batch-size", "8", "--epochs", "1", "--seeds", "1", "--checkpoint", "last"]
+    assert run_in_process(capsys, *args).returncode == 0
+    leave_temporaries([p for p in written_files(out) if p.parent == out])  # the runs' own: test_finetune_runner
+    assert run_in_process(capsys, *args).returncode == 0
+    assert tmp_names(out) == []
