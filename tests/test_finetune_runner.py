@@ -26,7 +26,7 @@ from xlt.model.interventions import SHIFT_FORMAT, LanguageShift, load_map, load_
 from xlt.pretrain.checkpoint import load_checkpoint
 from xlt.pretrain.pretrained import PretrainedRun, model_input
 from xlt.utils.errors import XltError
-from xlt.utils.rundir import exclusive_lock
+from xlt.utils.rundir import cpu_model, exclusive_lock
 
 TOY = "finetune_toy:ToyTask"
 
@@ -88,6 +88,9 @@ def test_zero_shot_grid_end_to_end(world, tmp_path):
     results = json.loads((out / "results.json").read_text())
     assert results["complete"] and results["source"] == "en" and results["targets"] == ["fr"]
     assert len(results["runs"]) == 4 and len(run_files(out)) == 4
+    # scores reproduce digit for digit on the same CPU kind only: results.json names it
+    assert results["environment"]["cpu"] == cpu_model()
+    assert results["environment"]["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     assert results["encoder_parameters"] == Experiment(config(world, tmp_path / "again")).encoder_parameters()
     for run in results["runs"]:
         assert len(run["dev_curve"]) == 2 and run["source_dev"] == max(run["dev_curve"])

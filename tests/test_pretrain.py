@@ -16,6 +16,7 @@ from conftest import assert_one_line_error, run_xlt
 from pretrain_fixtures import build_inputs, tiny_args
 
 from xlt.pretrain.schedule import inverse_sqrt_schedule
+from xlt.utils.rundir import cpu_model
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +56,8 @@ def test_run_directory_describes_itself(inputs, tmp_path):
     config = json.loads((run / "config.json").read_text())
     assert config["config"]["preset"] == "tiny" and config["config"]["max_steps"] == 10
     assert config["environment"]["torch"] == torch.__version__
+    assert config["environment"]["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert config["environment"]["cpu"] == cpu_model()
     assert config["inputs"]["vocab_sha256"] == inputs["vocab"].sha256
     assert set(config["inputs"]["stores"]) == {"train/en", "train/fr", "dev/en", "dev/fr"}
     assert config["command"][:2] == ["xlt", "pretrain"] or "pretrain" in config["command"]

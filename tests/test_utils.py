@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import gzip
+import json
 import lzma
 import os
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
 import click
 import pytest
+import torch
 from click.testing import CliRunner
 
 from xlt.cli.options import build_config, dataclass_options
 from xlt.utils.errors import XltError
-from xlt.utils.rundir import MetricsLog, check_same_config, exclusive_lock, write_run_description
+from xlt.utils.rundir import MetricsLog, check_same_config, cpu_model, exclusive_lock, write_run_description
 from xlt.utils.textio import atomic_output, read_lines
 
 
@@ -81,6 +85,23 @@ def test_check_same_config(tmp_path):
     assert check_same_config(tmp_path, {"lr": 1, "steps": 9}, mutable=("steps",))
     with pytest.raises(XltError, match="lr"):
         check_same_config(tmp_path, {"lr": 2, "steps": 5})
+
+
+def test_run_description_names_the_cpu_kind_and_the_kernel_path_torch_took(tmp_path):
+    """Runs are bit-reproducible on one CPU kind only, so a run says which it ran on: the processor
+    and the vector code torch's kernels used, a forced one (ATEN_CPU_CAPABILITY) included."""
+    code = ("import sys; from xlt.utils.rundir import write_run_description; "
+            "write_run_description(sys.argv[1], {}, {})")
+    for forced in (None, "default"):   # None: what this process runs (the suite may run under a forced one)
+        env = {**os.environ, "ATEN_CPU_CAPABILITY": forced} if forced else None
+        subprocess.run([sys.executable, "-c", code, str(tmp_path)], env=env, check=True)
+        recorded = json.loads((tmp_path / "config.json").read_text())["environment"]
+        expected = "DEFAULT" if forced else torch.backends.cpu.get_cpu_capability()
+        assert recorded["cpu_capability"] == expected and recorded["cpu"] == cpu_model()
+    assert cpu_model()
+    if os.path.exists("/proc/cpuinfo"):
+        names = [line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")]
+        assert not names or cpu_model().startswith(names[0])
 
 
 @dataclass

@@ -49,7 +49,7 @@ from xlt.pretrain.pretrained import PretrainedRun
 from xlt.utils import log
 from xlt.utils.device import resolve_device
 from xlt.utils.errors import XltError, require_file
-from xlt.utils.rundir import exclusive_lock, write_run_description
+from xlt.utils.rundir import environment, exclusive_lock, write_run_description
 from xlt.utils.textio import atomic_output, file_sha256, make_directory, read_json, write_json
 
 RESULTS_FORMAT = "xlt-finetune-results/1"
@@ -365,7 +365,10 @@ def finetune(cfg: FinetuneConfig, on_epoch_end: Optional[Callable[[dict[str, Any
                              "maps": {t: {"layer": m.layer, "identity": m.identity} for t, m in exp.maps.items()},
                              "shifts": {t: {"layer": m.layer, "identity": m.identity, "alphas": cfg.shift_alpha}
                                         for t, m in exp.shifts.items()}},
-               "config": cfg.to_dict(), "summary": summary, "runs": records}
+               "config": cfg.to_dict(), "summary": summary, "runs": records,
+               # this command's machine (CPU kind, torch's kernel path): runs read from cache may have
+               # trained elsewhere; their run directories' config.json name their own
+               "environment": environment()}
     text = selection.markdown(summary, f"xlt finetune {cfg.task}: {exp.source} -> {', '.join(exp.targets)}")
     with output_files_lock(cfg.output):
         if isinstance(exp.pretrained, StaticRun):

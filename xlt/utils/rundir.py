@@ -25,7 +25,10 @@ from xlt.utils.textio import atomic_output, cannot_write, read_json, write_json
 
 
 def environment() -> dict[str, Any]:
-    """Versions and revision: enough to tell two runs' software apart."""
+    """Versions, revision and processor: enough to tell two runs' software apart, and why two runs of
+    the same software on the same inputs differ. A CPU run is bit-reproducible on one kind of CPU
+    only: another kind takes other floating-point kernels (AVX-512 or AVX2 vector code, oneDNN and
+    MKL paths), so its results differ in the last digits and, through training, beyond them."""
     import numpy
     import torch
 
@@ -36,8 +39,30 @@ def environment() -> dict[str, Any]:
         "cuda": torch.version.cuda,
         "numpy": numpy.__version__,
         "platform": platform.platform(),
+        "cpu": cpu_model(),
+        # the vector code torch's own kernels run: the CPU's best, or what ATEN_CPU_CAPABILITY forced
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "git_revision": git_revision(),
     }
+
+
+def cpu_model() -> str:
+    """The processor's name as the OS gives it, with its family and model numbers (a virtual
+    machine may name only the brand, "AMD EPYC"): Linux's /proc/cpuinfo; elsewhere, or without a
+    name there, the architecture (``platform.processor()`` or ``platform.machine()``)."""
+    fields: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if not line.strip():
+                    break   # the first processor's block is enough
+                key, _, value = line.partition(":")
+                fields.setdefault(key.strip(), value.strip())
+    except OSError:
+        pass
+    name = fields.get("model name") or platform.processor() or platform.machine()
+    numbers = [f"{key} {fields[key]}" for key in ("cpu family", "model") if fields.get(key)]
+    return f"{name} ({', '.join(numbers)})" if numbers and fields.get("model name") else name
 
 
 def git_revision() -> Optional[str]:
