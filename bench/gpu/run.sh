@@ -6,9 +6,12 @@
 #   3. the whole pretraining loop (streams, masking, checkpoints): tokens/s, MFU, data wait
 #   4. the same loop at SCALE=gpu's settings (batch 64), for the reproduction guide's runtime estimate
 #   5. fine-tuning throughput per task (sentences/s) and padding waste
-# Arguments name the benchmarks to run (default: all five, in this order), so that the set can be
-# split over calls with a time limit: `run.sh flops vs_transformers pretrain`, then
-# `run.sh pretrain_gpu_scale finetune`. Each benchmark is stopped after LIMIT seconds (default 240).
+#   6. cuda_paths: every command's device path on a tiny model (bench/gpu/cuda_paths.sh)
+#   7. curve: a few minutes of SCALE=gpu's Default en-fr pretraining, dev perplexity against tokens
+#      (bench/gpu/curve.sh; CURVE_SECONDS, default 200)
+# Arguments name the benchmarks to run (default: all, in this order), so that the set can be split
+# over calls with a time limit: `run.sh flops vs_transformers pretrain finetune cuda_paths`, then
+# `run.sh curve`. Each benchmark is stopped after LIMIT seconds (default 240).
 # PRESET, BATCH, GPU_SCALE_BATCH, DEVICE, LIMIT, PYTHON and OUT can be set in the environment
 # (PRESET=tiny BATCH=6 GPU_SCALE_BATCH=4 DEVICE=cpu checks the script itself on a CPU).
 set -uo pipefail
@@ -21,7 +24,7 @@ GPU_SCALE_BATCH=${GPU_SCALE_BATCH:-64}  # scales/gpu.mk's BATCH
 DEVICE=${DEVICE:-cuda}
 LIMIT=${LIMIT:-240}
 export XLT_DEVICE=$DEVICE  # the pretraining loop finds CUDA itself; this lets DEVICE=cpu check the script
-wanted=" ${*:-flops vs_transformers pretrain pretrain_gpu_scale finetune} "
+wanted=" ${*:-flops vs_transformers pretrain pretrain_gpu_scale finetune cuda_paths curve} "
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 if compgen -G ".whl/*.whl" >/dev/null; then
@@ -42,9 +45,11 @@ bench() {  # bench NAME COMMAND...: if asked for, run with a time limit, keep a 
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "no nvidia-smi";
   "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available())'; } | tee "$OUT/machine.log"
 
-bench flops "$PY" bench/bench_model_flops.py --preset "$PRESET" --batch "$BATCH" --vocab-size 80000 --dtype bf16 --steps 10 --device "$DEVICE"
+bench flops "$PY" bench/bench_model_flops.py --preset "$PRESET" --batch "$BATCH" --vocab-size 80000 --dtype bf16 --steps 10 --device "$DEVICE" --profile
 bench vs_transformers "$PY" bench/bench_vs_transformers.py --preset "$PRESET" --batch "$BATCH" --vocab-size 80000 --dtype bf16 --steps 10 --device "$DEVICE"
 bench pretrain "$PY" bench/bench_pretrain.py --preset "$PRESET" --batch "$BATCH" --stream-len 256 --vocab-size 80000 --steps 60 --precision bf16
 bench pretrain_gpu_scale "$PY" bench/bench_pretrain.py --preset "$PRESET" --batch "$GPU_SCALE_BATCH" --stream-len 256 --vocab-size 40000 --steps 60 --precision auto
 bench finetune "$PY" bench/bench_finetune.py --preset "$PRESET" --device "$DEVICE" --data-dir build/gpu-bench/data --examples 2048
+bench cuda_paths env DEVICE="${DEVICE/cuda/auto}" PYTHON="$PY" bash bench/gpu/cuda_paths.sh
+bench curve env OUT="$OUT" SECONDS_LIMIT="${CURVE_SECONDS:-200}" PYTHON="$PY" bash bench/gpu/curve.sh
 exit $failed

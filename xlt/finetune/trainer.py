@@ -159,8 +159,10 @@ class RunTrainer:
         s, d = self.settings, self.data
         self.model, self.trainable = self.build()
         params = dict(self.model.encoder.named_parameters())
+        on_cuda = next(self.model.parameters()).is_cuda  # fused there (one kernel); the CPU path unchanged
         self.optimizer = torch.optim.Adam([{"params": [params[n] for n in self.trainable], "lr": s.encoder_lr},
-                                           {"params": list(self.model.head.parameters()), "lr": s.head_lr}])
+                                           {"params": list(self.model.head.parameters()), "lr": s.head_lr}],
+                                          fused=on_cuda)
         # Counted, not estimated from the example count: NER's long sentences add rows (windows).
         self.epoch_batches = [epoch_steps(d.train_sizes.rows, epoch_order(len(d.train), e, s.seed, s.epoch_size),
                                           s.batch_size) for e in range(s.epochs)]
