@@ -37,7 +37,7 @@ PRETRAIN_ARGS = --preset $(PRESET) --batch-size $(BATCH) --stream-len $(STREAM_L
   --warmup-steps $(WARMUP) --lr $(LR) --eval-every $(EVAL_EVERY) --save-every $(SAVE_EVERY) \
   --eval-batches $(EVAL_BATCHES) --precision $(PRECISION) --log-every $(LOG_EVERY) \
   $(if $(SHORT_STREAM_LEN),--short-stream-len $(SHORT_STREAM_LEN) --short-stream-steps $(SHORT_STEPS)) \
-  $(if $(DROPOUT),--dropout $(DROPOUT)) $(if $(EQUAL_COPIES_INIT),--equal-copies-init)
+  $(if $(DROPOUT),--dropout $(DROPOUT)) $(if $(EQUAL_COPIES_INIT),--equal-copies-init) $(if $(COMPILE),--compile)
 # $(call row_data,ROW/en-L) -> the pair's data directory for that row
 row_data = $(W)/data/$(word 1,$(ROW_$(patsubst %/,%,$(dir $(1)))))/$(notdir $(1))
 

@@ -1,5 +1,6 @@
-# SCALE=gpu: one GPU, a few hours per language pair (estimated, not yet timed): the paper's model
-# for 10k steps on all of the mirror's text, the full task data, a small grid.
+# SCALE=gpu: one GPU, the paper's model for 10k steps on all of the mirror's text, the full task data,
+# a small grid. From throughputs measured on an H200 (2026-11-27, docs/reproduce.md): ~6 min of
+# pretraining per model, ~1.3 h of fine-tuning per row, ~15 h per language pair.
 JOBS               := 1
 THREADS            := 8
 DEV_BYTES          := 1000000
@@ -25,6 +26,9 @@ SAVE_EVERY         := 1000
 LOG_EVERY          := 100
 EVAL_BATCHES       := 50
 PRECISION          := auto
+# COMPILE := 1 trains through torch.compile: 1.4x the step's tokens/s on an H200 (bench/README.md);
+# measured on the step alone, not yet on a whole gpu-scale run, so it is not the default here.
+COMPILE            :=
 TORCHRUN           :=
 XNLI_TRAIN_STRIDE  := 1
 XNLI_EVAL_STRIDE   := 1

@@ -77,6 +77,9 @@ class Pretrainer:
         if cfg.equal_copies_init:
             start_copies_equal(self.model.encoder)
         self.ddp_model = self._wrap_ddp(self.model)
+        # Training steps go through the compiled wrapper; self.model (evaluation, checkpoints) keeps
+        # its parameter names, so a compiled run's checkpoints load anywhere.
+        self.train_model = torch.compile(self.ddp_model) if cfg.compile else self.ddp_model
 
         # Fused on CUDA: one kernel updates every tensor (measured in bench/bench_model_flops.py);
         # the CPU keeps the default path, so CPU runs stay bit for bit what they were.
@@ -280,7 +283,7 @@ class Pretrainer:
         self.ddp_model.train()
         for masked, lang in batches:
             with self._autocast():
-                loss = self.ddp_model(masked.input_ids.to(dev), lang, None, masked.flat_positions.to(dev),
+                loss = self.train_model(masked.input_ids.to(dev), lang, None, masked.flat_positions.to(dev),
                                       masked.target_ids.to(dev))
             values.append(loss.item())
             # Decided together, in one all-reduce: a rank that stopped alone would leave the others waiting
