@@ -1,5 +1,5 @@
-"""``xlt tokenize`` and ``xlt codeswitch``: thin wrappers over :mod:`xlt.text.tokenize` and
-:mod:`xlt.text.codeswitch`."""
+"""``xlt tokenize``, ``xlt codeswitch`` and ``xlt fake-english``: thin wrappers over
+:mod:`xlt.text.tokenize`, :mod:`xlt.text.codeswitch` and :mod:`xlt.text.fake`."""
 
 from __future__ import annotations
 
@@ -75,3 +75,38 @@ def codeswitch(dictionary_path: str, input_path: str, output_path: str, rate: fl
     config = CodeSwitchConfig(rate=rate, max_fraction=max_fraction, seed=seed, batch_lines=batch_lines,
                               ignore_case=ignore_case)
     codeswitch_file(input_path, output_path, dictionary_path, config, report_path)
+
+
+FAKE_FORMATS = ("text", "xnli", "wikiann", "conllu", "dictionary")
+
+
+@click.command("fake-english")
+@click.option("--format", "fmt", type=click.Choice(FAKE_FORMATS), default="text", show_default=True,
+              help="text: every line (raw or tokenized); xnli: premise<TAB>hypothesis<TAB>label; wikiann: "
+                   "[en:]word<TAB>tag lines (written without the language prefix); conllu: FORM, LEMMA and "
+                   "'# text =' lines; dictionary: each line's first word -> 'word twin' (the identity "
+                   "dictionary English -> Fake-English). Labels, tags, ids and heads are kept.")
+@click.argument("input_path", metavar="[INPUT]", default="-")
+@click.option("--output", "-o", "output_path", type=OutputPath(), default="-", metavar="FILE",
+              help="Output file (default: stdout).")
+def fake_english(fmt: str, input_path: str, output_path: str) -> None:
+    """Fake-English: English text or task data with every character replaced by a twin of its own.
+
+    Every non-whitespace character c becomes chr(0xF0000 + ord(c)) (Unicode's private plane
+    15), so Fake-English shares no character, word or BPE token with English or any real
+    text, and keeps English's structure (K et al. 2020). Its language code is `fake`: every
+    stage takes it as it takes fr, tokenizing it by English's rules. Deterministic; the same
+    mapping reverses it. See docs/fake_english.md.
+
+    \b
+    Example (pretraining text, then the English test sets as Fake-English ones):
+      xlt fake-english raw/en.part2.txt -o raw/fake.train && xlt tokenize -l fake raw/fake.train -o fake.tok
+      xlt fake-english --format xnli data/xnli/test-en.tsv -o test-fake.tsv
+      xlt fake-english --format conllu en_ewt-ud-test.conllu -o fake-ud-test.conllu
+      xlt fake-english --format dictionary en-fr.0-5000.txt -o en-fake.txt   # word -> its twin
+    """
+    from xlt.text.fake import fake_file
+
+    lines = fake_file(input_path, output_path, fmt)
+    log.info(f"fake-english: {lines:,} lines")
+

@@ -43,6 +43,8 @@ from xlt.utils.textio import atomic_output, read_json, read_lines, write_json
 
 #: Languages segmented by jieba instead of the Moses tokenizer.
 JIEBA_LANGUAGES = frozenset({"zh"})
+#: Fake-English (xlt.text.fake): tokenized by English's rules on its English original.
+FAKE_LANGUAGES = frozenset({"fake"})
 
 
 @functools.lru_cache(maxsize=None)
@@ -53,7 +55,7 @@ def supported_languages() -> tuple[str, ...]:
     """
     from sacremoses.corpus import NonbreakingPrefixes
 
-    return tuple(sorted(set(NonbreakingPrefixes().available_langs.values()) | JIEBA_LANGUAGES))
+    return tuple(sorted(set(NonbreakingPrefixes().available_langs.values()) | JIEBA_LANGUAGES | FAKE_LANGUAGES))
 
 
 @dataclass(frozen=True)
@@ -126,13 +128,17 @@ class Tokenizer:
 
     def __init__(self, lang: str, lowercase: bool = False, remove_accents: bool = False):
         self.config = TokenizerConfig(lang, lowercase, remove_accents)
+        # Fake-English goes back to English, through English's rules, and forth again: its private-use
+        # characters would otherwise be non-printing to Moses (and blanked).
+        self._fake = lang in FAKE_LANGUAGES
+        rules = "en" if self._fake else lang
         if self.config.backend == "jieba":
             self._segmenter = _jieba_segmenter()
         else:
             from sacremoses import MosesPunctNormalizer, MosesTokenizer
 
-            self._normalizer = MosesPunctNormalizer(lang, pre_replace_unicode_punct=True, perl_parity=True)
-            self._moses = MosesTokenizer(lang)
+            self._normalizer = MosesPunctNormalizer(rules, pre_replace_unicode_punct=True, perl_parity=True)
+            self._moses = MosesTokenizer(rules)
 
     @classmethod
     def from_config(cls, config: TokenizerConfig) -> "Tokenizer":
@@ -140,6 +146,13 @@ class Tokenizer:
 
     def tokenize(self, line: str) -> str:
         """One line of raw text -> its tokens joined by single spaces (never a line break)."""
+        if self._fake:
+            from xlt.text.fake import to_english, to_fake
+
+            return to_fake(self._tokenize(to_english(line)))
+        return self._tokenize(line)
+
+    def _tokenize(self, line: str) -> str:
         if self.config.backend == "jieba":
             text = replace_non_printing(line)
             text = " ".join(word for piece in self._segmenter.cut(text, HMM=True) for word in piece.split())

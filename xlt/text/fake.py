@@ -1,0 +1,123 @@
+"""Fake-English (K et al. 2020; Dufter & Schuetze 2020): English whose every character is a new symbol.
+
+The pair English / Fake-English has one structure and no shared surface form, so whatever lets a
+model transfer between them is what Wu et al. ablate (architecture, anchors), not the distance
+between two real languages. A small model decides that where it cannot bridge English and French.
+
+The mapping: every non-whitespace character ``c`` becomes ``chr(0xF0000 + ord(c))``, its twin in
+Unicode's Supplementary Private Use Area-A. Why a character mapping rather than a language-prefixed
+vocabulary: Fake-English is then a language like fr or zh that every stage takes unchanged (joint
+BPE learns merges over both, code-switching swaps words for their twins, the task files are plain
+files), and no string, digit or punctuation mark, hence no BPE token, is shared with English or any
+real text, which never uses that plane. Whitespace stays, so words and sentences stay where they
+were. Characters beyond U+FFFD (none in the mirror's English) would leave the plane; they are refused.
+
+Text is tokenized as its English original would be (:func:`to_english`, English rules, then back),
+so a Fake-English file reaches the model as the same tokens as its English twin, under other ids.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable, Iterable, Iterator
+
+from xlt.utils.errors import PathLike, XltError
+from xlt.utils.textio import atomic_output, read_numbered_lines
+
+FAKE = "fake"
+ORIGINAL = "en"  # the language whose rules tokenize Fake-English
+OFFSET = 0xF0000
+_LAST = 0xFFFD  # the plane's last private-use code point is U+FFFFD: OFFSET + 0xFFFD
+_WHITESPACE = re.compile(r"(\s+)")
+
+
+def _to_fake_char(c: str) -> str:
+    code = ord(c)
+    if code > _LAST:
+        raise XltError(f"character U+{code:04X} has no Fake-English twin (only U+0000..U+FFFD do)")
+    return chr(OFFSET + code)
+
+
+def to_fake(text: str) -> str:
+    """English text -> Fake-English: every non-whitespace character moved into the private plane."""
+    return "".join(part if part.isspace() else "".join(map(_to_fake_char, part))
+                   for part in _WHITESPACE.split(text) if part)
+
+
+def to_english(text: str) -> str:
+    """The inverse of :func:`to_fake` (characters outside the plane are kept as they are)."""
+    return "".join(chr(ord(c) - OFFSET) if OFFSET <= ord(c) <= OFFSET + _LAST else c for c in text)
+
+
+# ---- files -----------------------------------------------------------------------------------
+def _text_line(line: str) -> str:
+    return to_fake(line)
+
+
+def _xnli_line(line: str) -> str:
+    """premise<TAB>hypothesis<TAB>label: the two sentences mapped, the label kept."""
+    columns = line.split("\t")
+    if len(columns) < 3:
+        raise XltError("expected premise<TAB>hypothesis<TAB>label")
+    return "\t".join([to_fake(columns[0]), to_fake(columns[1]), *columns[2:]])
+
+
+def _tagged_line(line: str) -> str:
+    """word<TAB>tag (WikiANN's ``en:word`` loses its language prefix: the readers take bare words)."""
+    if not line.strip():
+        return ""
+    columns = line.split("\t")
+    if len(columns) < 2:
+        raise XltError("expected word<TAB>tag")
+    word = columns[0].split(":", 1)[1] if re.match(r"[a-z]{2,3}:.", columns[0]) else columns[0]
+    return "\t".join([to_fake(word), *columns[1:]])
+
+
+def _conllu_line(line: str) -> str:
+    """FORM and LEMMA mapped, and the ``# text =`` comment; ids, tags and heads kept."""
+    if line.startswith("# text = "):
+        return "# text = " + to_fake(line[len("# text = "):])
+    if not line.strip() or line.startswith("#"):
+        return line
+    columns = line.split("\t")
+    if len(columns) != 10:
+        raise XltError(f"expected 10 tab-separated CoNLL-U columns, got {len(columns)}")
+    lemma = columns[2] if columns[2] == "_" else to_fake(columns[2])
+    return "\t".join([columns[0], to_fake(columns[1]), lemma, *columns[3:]])
+
+
+def _dictionary_line(line: str) -> str:
+    """A word list or a dictionary's first column -> ``word twin``: the identity dictionary."""
+    words = line.split()
+    if not words:
+        return ""
+    return f"{words[0]} {to_fake(words[0])}"
+
+
+FORMATS: dict[str, Callable[[str], str]] = {
+    "text": _text_line, "xnli": _xnli_line, "wikiann": _tagged_line, "conllu": _conllu_line,
+    "dictionary": _dictionary_line,
+}
+
+
+def fake_lines(numbered: Iterable[tuple[int, str]], fmt: str, path: PathLike) -> Iterator[str]:
+    convert = FORMATS[fmt]
+    for lineno, line in numbered:
+        try:
+            yield convert(line)
+        except XltError as error:
+            raise XltError(error.message, path, lineno) from None
+
+
+def fake_file(input_path: PathLike, output_path: PathLike, fmt: str = "text") -> int:
+    """Write the Fake-English version of ``input_path`` (a ``fmt`` file) atomically; returns its lines."""
+    if fmt not in FORMATS:
+        raise XltError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+    count = 0
+    with atomic_output(output_path) as out:
+        for line in fake_lines(read_numbered_lines(input_path), fmt, input_path):
+            if fmt == "dictionary" and not line:
+                continue
+            out.write(line + "\n")
+            count += 1
+    return count
