@@ -82,7 +82,7 @@ def test_the_exported_model_fine_tunes_with_its_language_embeddings(exported, tm
     assert config["model_type"] == "xlm" and config["use_lang_emb"] and set(lang2id) == {"en", "fr"}
     files = write_task(tmp_path / "data", "ner")
     out = tmp_path / "out"
-    args = ["finetune", "ner", "--model", exported, "-o", out, *task_args(files), *TRAIN, "--epochs", "4"]
+    args = ["finetune", "ner", "--model", exported, "-o", out, *task_args(files), *TRAIN, "--epochs", "8"]
     res = in_process(capsys, *args)
     assert res.returncode == 0, res.stderr
     assert f"model {exported}," in res.stderr
@@ -100,7 +100,10 @@ def test_the_exported_model_fine_tunes_with_its_language_embeddings(exported, tm
     assert results["test_time"]["lang_embedding_at_test"] == "target"
     (run,) = results["runs"]
     dev = run["results"]["plain"]["en"]["dev"]["f1"]
-    assert dev > 40, dev   # all-O scores 0: the toy task is learned through the exported encoder
+    # All-O scores 0: the toy task is learned through the exported encoder. Measured (8 epochs): 89.0-96.3
+    # over seeds 12-15 and forced kernel paths (ATEN_CPU_CAPABILITY=avx2|default, ONEDNN_MAX_CPU_ISA=AVX2,
+    # MKL_CBWR=COMPATIBLE); 4 epochs gave 33.7-56.6, on both sides of the 40 asserted then.
+    assert dev > 70, dev
 
     # --lang-embedding-at-test source: the same trained run, fr evaluated under English's id
     calls.clear()

@@ -163,6 +163,9 @@ def test_finetune_learns_the_toy_task_and_names_the_model(models, data, tmp_path
     run_dir = out / run["dir"]
     assert json.loads((run_dir / "config.json").read_text())["config"]["model"]["hf_model"] == str(models / name)
     losses = _losses(run_dir)
+    # Measured over seeds 12-14 and forced kernel paths (ATEN_CPU_CAPABILITY=avx2|default,
+    # ONEDNN_MAX_CPU_ISA=AVX2, MKL_CBWR=COMPATIBLE): last/first loss 0.02-0.21; dev NER 90.9-98.7 (trivial 0),
+    # XNLI 100 (trivial 45), LAS 100 (trivial 30).
     assert losses[-1] < 0.8 * losses[0], losses
     metric = METRIC[task]
     dev = run["results"]["plain"]["en"]["dev"][metric]

@@ -6,12 +6,19 @@ thread, and assert scores against baselines that need no learning.
 
 MARGINS
 
+Another kind of CPU takes other floating-point paths (AVX2 or AVX-512 code, oneDNN's and MKL's own
+choices), and training carries the last-digit differences on as another seed would: each threshold
+sits below the worst score measured over seeds and over forced kernel paths (``ATEN_CPU_CAPABILITY=
+default|avx2``, ``ONEDNN_MAX_CPU_ISA=AVX2``, ``MKL_CBWR=COMPATIBLE``, on AMD EPYC). A fixture whose
+scores straddled its threshold was strengthened, not the threshold lowered.
+
 1. ``test_pretraining_beats_a_unigram_model_on_wikipedia_text`` -- ``xlt tokenize``, ``bpe learn``
    (500 merges), ``bpe apply``, ``bpe vocab``, ``binarize`` and ``pretrain`` (the ``tiny`` preset)
    on English Wikipedia text from the data mirror. Guards the whole pretraining path: if the loop,
    the masking, the schedule or the model stopped learning from context, dev perplexity would stay
    at the unigram plateau. Measured (seed 0): dev perplexity 121 against the unigram model's 334
-   (754 entries; 296 at step 500); asserted: below 0.75 x unigram. ~40 s.
+   (754 entries; 296 at step 500); 120.9 with AVX2 kernels forced, 150 with seed 1: 0.36-0.45 x
+   unigram; asserted: below 0.75 x unigram. ~40 s.
 
 2. ``test_finetuned_*_on_held_out_sentences`` -- ``xlt finetune ner|parse|xnli`` (the real runner,
    in-process through the CLI's entry point) on a model pretrained by ``xlt pretrain`` on a small
@@ -19,10 +26,18 @@ MARGINS
    training sentence). Guards each task's batching, head, loss, decoding and metric together: a
    misaligned first-subword position, a swapped head index or a broken pair encoding would cap the
    score far below the threshold. Each score is also compared with ``xlt baselines`` (a gazetteer,
-   next-word heads, chance). Measured: pretraining dev perplexity 5.5 (30 words); NER F1 100 (best
-   baseline 35), LAS 100 (next-word heads 36), XNLI accuracy 99.7 (chance 33); asserted: >= 90.
-   Without dropout and on 16-token windows the grammar's model leaves the plateau within 400 steps;
-   with the preset's dropout and 32-token windows it did not (perplexity 23, NER F1 82).
+   next-word heads, chance). Measured over pretraining seeds 0-3, fine-tuning seeds 1-4 and the
+   forced kernel paths: pretraining dev perplexity 7.5-9.2 (30 words); NER F1 99.8-100 (best
+   baseline 35) and LAS 99.96-100 (next-word heads 36) over 9 runs; XNLI accuracy 99.3-100 (chance
+   33) over 7; asserted: >= 90. Without dropout the grammar's model leaves the plateau within 400
+   steps; with the preset's dropout it did not (perplexity 23, NER F1 82). Its windows are 32
+   tokens, as long as an XNLI pair (16-token windows leave the hypothesis on untrained positions).
+
+   XNLI is the fragile one: a run sits at chance until it learns to compare the two verbs, and when
+   varies by seed and kernel path. With the first state, batches of 16, 30 epochs and 16-token
+   windows (the settings before) its accuracy was 31-99.7 over 12 runs (99.7 for seed 0 on AMD,
+   83.3 on an Intel Xeon). With the mean state (``pooling mean``) and batches of 32 the latest run
+   seen left chance at epoch 17 and reached 99 at epoch 33: 45 epochs leave it 12 to spare.
 
 3. ``test_zero_shot_transfer_to_fake_english_*`` -- Fake-English (``fake_english``): English
    Wikipedia under a language-prefixed vocabulary, no token shared. A word-list tagger
@@ -35,8 +50,10 @@ MARGINS
    layer language-specific, 96.4 / 3.4 (4.2, 1.9, 4.0), with dev perplexities like Default's
    (en 243 / nl 176 against 199 / 211). With pretraining seed 1 instead of 0: Default 26.4, the
    control 6.4, the separate model 14.2 (perplexities en 176 / nl 262 against 123 / 151): the
-   separate model's small transfer varies most. Asserted: Default >= 20, the control <= 0.5 x
-   Default, the separate model <= 0.6 x Default.
+   separate model's small transfer varies most (0.13 and 0.54 x Default). With seed 0 and AVX2
+   kernels forced (``ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2``) every figure above is the
+   same to the first decimal. Asserted: Default >= 20, the control <= 0.5 x Default, the separate
+   model <= 0.7 x Default (0.6 left seed 1 a margin of 0.06).
 
    Two controls, because neither alone is honest. The untrained one fine-tunes the same
    architecture on the same files, but it also lacks any English knowledge, and its random
@@ -182,7 +199,7 @@ def grammar_run(tmp_path_factory) -> Path:
     for split in ("train", "dev"):
         xlt("binarize", "--vocab", root / "vocab", "--lang", "en", root / f"{split}.txt", "-o", root / f"en.{split}")
     xlt("pretrain", "--run-dir", root / "run", "--vocab", root / "vocab", "--train", "en", root / "en.train",
-        "--dev", "en", root / "en.dev", "--preset", "tiny", "--stream-len", 16, "--batch-size", 64,
+        "--dev", "en", root / "en.dev", "--preset", "tiny", "--stream-len", 32, "--batch-size", 64,
         "--dropout", 0, "--max-steps", 400, "--warmup-steps", 30, "--lr", 3e-3, "--eval-every", 400,
         "--save-every", 400, "--log-every", 100)
     return root / "run"
@@ -238,10 +255,11 @@ def test_finetuned_nli_classifier_on_held_out_sentences(grammar_run, tmp_path):
     splits = task_splits(1200)
     files = {name: grammar_tasks.write_nli(tmp_path / f"nli.{name}", items, seed=10 + i)
              for i, (name, items) in enumerate(splits.items())}
-    # XNLI's defaults (an epoch of 20,000 pairs, lr 1e-6..1e-4) are the paper's, for a 768-wide model.
-    scores, baselines = finetune_and_baselines("xnli", grammar_run, tmp_path, files, "--batch-size", 16,
-                                               "--encoder-lr", 2e-3, "--head-lr", 2e-3, "--epochs", 30,
-                                               "--epoch-size", 1200)
+    # XNLI's defaults (an epoch of 20,000 pairs, lr 1e-6..1e-4) are the paper's, for a 768-wide model;
+    # the mean state, batches of 32, 45 epochs: see the module docstring (the first state's runs straddled 90).
+    scores, baselines = finetune_and_baselines("xnli", grammar_run, tmp_path, files, "--batch-size", 32,
+                                               "--encoder-lr", 2e-3, "--head-lr", 2e-3, "--epochs", 45,
+                                               "--epoch-size", 1200, "--task-option", "pooling", '"mean"')
     assert baselines["best"]["en"]["score"] < 40  # chance: the labels are balanced
     assert scores["accuracy"] >= 90, scores
 
@@ -328,4 +346,4 @@ def test_zero_shot_transfer_to_fake_english_needs_shared_layers(fake_english, de
         assert separate_ppl < 2 * default_ppl and default_ppl < 250, (lang, default_ppl, separate_ppl)
     scores = tagging_transfer(fake_english, "separate")
     assert scores["en"] >= 90, scores
-    assert scores[FAKE] <= 0.6 * default_transfer[FAKE], (scores, default_transfer)
+    assert scores[FAKE] <= 0.7 * default_transfer[FAKE], (scores, default_transfer)

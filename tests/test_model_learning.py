@@ -49,7 +49,8 @@ def test_masked_lm_learns_to_read_the_neighbouring_token():
     model.eval()
     with torch.no_grad():
         held_out = sum(model(*_as_model_args(pair_batch(generator))).item() for _ in range(4)) / 4
-    # ln 50 = 3.91 is all a model that ignores the neighbour can reach.
+    # ln 50 = 3.91 is all a model that ignores the neighbour can reach. Measured: 0.13-0.41 over seeds 0-2;
+    # seed 0 gives 0.145 under ATEN_CPU_CAPABILITY=avx2|default, ONEDNN_MAX_CPU_ISA=AVX2 and MKL_CBWR=COMPATIBLE too.
     assert held_out < 1.0 < math.log(K)
 
 

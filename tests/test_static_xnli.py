@@ -67,7 +67,8 @@ def test_bilstm_max_learns_a_toy_entailment_task():
     params = list(enc.parameters()) + list(head.parameters())
     assert all(p is not enc.vectors for p in params)                   # the vectors are frozen (a buffer)
     opt = torch.optim.Adam(params, lr=3e-3)
-    train, test = toy_pairs(rng, 2000), toy_pairs(rng, 300)
+    # 4,000 training pairs: 2,000 gave 0.78-0.84 over seeds and kernel paths, both sides of the 0.8 asserted then
+    train, test = toy_pairs(rng, 4000), toy_pairs(rng, 300)
     for epoch in range(10):
         for i in range(0, len(train), 32):
             b = batch_of(train[i:i + 32])
@@ -79,7 +80,10 @@ def test_bilstm_max_learns_a_toy_entailment_task():
         b = batch_of(test)
         predicted = head.decode(head(enc(b.input_ids, "en", b.padding_mask).last_hidden_state, b), b)
     accuracy = np.mean([p == LABELS[y] for p, (_, _, y) in zip(predicted, test)])
-    assert accuracy > 0.8, accuracy                                    # chance: 1/3
+    # Chance is 1/3 and the hypothesis alone gets 2/3 (a word of 10..49 is entailment; whether one of
+    # 50..89 is a contradiction only the premise tells). Measured: 0.83-0.87 over seeds 0-3 (torch and
+    # data) and with ATEN_CPU_CAPABILITY=avx2|default, ONEDNN_MAX_CPU_ISA=AVX2, MKL_CBWR=COMPATIBLE.
+    assert accuracy > 0.75, accuracy
 
 
 def write_tiny_world(tmp_path):
