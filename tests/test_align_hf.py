@@ -115,4 +115,4 @@ def test_a_model_that_cannot_be_loaded_is_one_line(data):
     root, _ = data
     res = run_xlt("align", "word", "--model", "hf:xlt-tests/not-cached", "--source-lang", "en", "--target-lang", "fr",
                   "--map", "none", "--test-dict", root / "test.txt")
-    assert_one_line_error(res, "hf:xlt-tests/not-cached", "cannot load")
+    assert_one_line_error(res, "hf:xlt-tests/not-cached", "not in the local Hugging Face cache")
