@@ -75,12 +75,19 @@ UD_fr ?= fr_gsd
 UD_ru ?= ru_gsd
 UD_zh ?= zh_gsdsimp
 UD_de ?= de_gsd
+UD_fake ?= fake_ewt
 ud_file = $(T)/ud/$(UD_$(1))/$(UD_$(1))-ud-$(2).conllu
 XNLI_TRAIN ?= nli/mnli/mnli_20k.tsv
 xnli_files  = $(T)/$(XNLI_TRAIN) $(T)/xnli/dev-en.tsv $(T)/xnli/test-en.tsv $(T)/xnli/dev-$(1).tsv $(T)/xnli/test-$(1).tsv
 ner_target  = $(if $(filter zh,$(1)),$(T)/ner/msra/dev $(T)/ner/msra/test,$(T)/ner/wikiann/$(1)/dev $(T)/ner/wikiann/$(1)/test)
 ner_files   = $(T)/ner/wikiann/en/train $(T)/ner/wikiann/en/dev $(T)/ner/wikiann/en/test $(call ner_target,$(1))
 parse_files = $(foreach s,train dev test,$(call ud_file,en,$(s))) $(call ud_file,$(1),dev) $(call ud_file,$(1),test)
+
+# Fake-English's test and dev sets: English's (the same sample) through the mapping, labels kept.
+fake_task = mkdir -p $(@D) && $(XLT) -q fake-english --format $(1) $< -o $@
+$(T)/xnli/dev-fake.tsv $(T)/xnli/test-fake.tsv: $(T)/xnli/%-fake.tsv: $(T)/xnli/%-en.tsv ; $(call fake_task,xnli)
+$(T)/ner/wikiann/fake/dev $(T)/ner/wikiann/fake/test: $(T)/ner/wikiann/fake/%: $(T)/ner/wikiann/en/% ; $(call fake_task,wikiann)
+$(call ud_file,fake,dev) $(call ud_file,fake,test): $(call ud_file,fake,%): $(call ud_file,en,%) ; $(call fake_task,conllu)
 
 # ---- fine-tuning: the stem is <row>/en-<L>; the English test set comes from --data-dir ------------
 target_of = $(subst en-,,$(notdir $(1)))
@@ -117,13 +124,20 @@ $(W)/table1/baselines/en-%/xnli.json: $$(call xnli_files,$$*) ; $(call baselines
 $(W)/table1/baselines/en-%/ner.json: $$(call ner_files,$$*) ; $(call baselines,ner,$^)
 $(W)/table1/baselines/en-%/parse.json: $$(call parse_files,$$*) ; $(call baselines,parse,$^)
 
-# A Wiki-CC cell without a web corpus for its language: the reason, for the report to show.
-$(W)/table1/wiki-cc/en-%/missing.json:
+# A cell that cannot be computed, with the reason for the report to show: Wiki-CC without a web
+# corpus for its language, and the rows Fake-English cannot have (NA_<row>_<L>).
+NA_FAKE := not applicable to Fake-English:
+NA_wiki-cc_fake         := $(NA_FAKE) Wiki-CC swaps the target's Wikipedia for web text, and Fake-English has no text of its own
+NA_default-anchors_fake := $(NA_FAKE) anchors are strings both vocabularies share, and Fake-English shares none with English, so this row is Default with per-language BPE
+NA_no-anchors_fake      := $(NA_FAKE) removing shared strings removes nothing when there are none, so this row is Default anchors, itself not applicable
+# $(call cell_gap,ROW,L): the reason, or empty where the cell can be computed
+cell_gap = $(or $(NA_$(1)_$(2)),$(and $(filter wiki-cc,$(1)),$(if $(CORPUS_cc-$(2)),,$(or $(GAP_cc-$(2)),no web corpus))))
+$(W)/table1/%/missing.json:
 	@mkdir -p $(@D)
-	printf '{"reason": "%s"}\n' "$(GAP_cc-$*)" > $@.tmp && mv $@.tmp $@
+	printf '{"reason": "%s"}\n' "$(call cell_gap,$(patsubst %/,%,$(dir $*)),$(call target_of,$*))" > $@.tmp && mv $@.tmp $@
 
 # ---- the table ----------------------------------------------------------------------------------
-table1_cell = $(if $(and $(filter wiki-cc,$(1)),$(if $(CORPUS_cc-$(2)),,no)), \
+table1_cell = $(if $(call cell_gap,$(1),$(2)), \
   $(W)/table1/$(1)/en-$(2)/missing.json, \
   $(foreach t,$(TASKS),$(W)/table1/$(1)/en-$(2)/$(t)/results.json))
 TABLE1_CELLS   := $(foreach r,$(TABLE1_ROWS),$(foreach l,$(LANGS),$(call table1_cell,$(r),$(l))))

@@ -53,6 +53,42 @@ $(W)/raw/%.train: $$(CORPUS_$$*) | install
 	@mkdir -p $(@D)
 	xz -dc $(CORPUS_$*) | $(call slice,$(DEV_BYTES),$(TRAIN_BYTES)) > $@.tmp && mv $@.tmp $@
 
+# Fake-English (K et al. 2020; Dufter & Schütze 2020): English with every non-whitespace character
+# moved to a private-use plane by `xlt fake-english`, so the pair shares no token but has one
+# structure. A model that read a sentence in both languages could align the two by matching twins,
+# so its text is another stretch of English: of the same corpus, the TRAIN_BYTES right after
+# English's training slice (fake.train), then DEV_BYTES (fake.dev); of CORPUS_fake, when set to
+# other English text, its first TRAIN_BYTES and the DEV_BYTES after them. Lines that English's
+# slices also have are dropped: Wikipedia repeats boilerplate ("He competed at the 2018 Winter
+# Olympics.": 111 of the smoke scale's 6,677 fake lines).
+CORPUS_fake ?= $(CORPUS_en)
+bytes      = $(shell echo $$(($(1))))
+FAKE_START = $(strip $(if $(filter $(firstword $(CORPUS_en)),$(firstword $(CORPUS_fake))), \
+  $(call bytes,$(DEV_BYTES) + $(TRAIN_BYTES)),0))
+FAKE_EMPTY = Fake-English needs English text beyond en's training slice, and its corpus ($(CORPUS_fake)) ends \
+  before byte $(1) (TRAIN_BYTES=$(strip $(TRAIN_BYTES))): set CORPUS_fake to other English text of TRAIN_BYTES \
+  + DEV_BYTES (make ... CORPUS_fake=/data/more-english.txt.xz), or use SCALE=smoke or SCALE=demo
+# Checked before any work where LANGS has fake and the corpus is there (xz's index has its size;
+# the blank lines that it also counts are few), and after slicing in any case.
+corpus_bytes = $(shell xz --robot --list $(1) 2>/dev/null | awk '$$1 == "totals" { print $$5 }')
+FAKE_DEV_START = $(call bytes,$(FAKE_START) + $(TRAIN_BYTES))
+ifneq ($(filter fake,$(LANGS)),)
+$(if $(shell s='$(call corpus_bytes,$(CORPUS_fake))'; [ -n "$$s" ] && [ $(FAKE_DEV_START) -ge "$$s" ] && echo short), \
+  $(error $(call FAKE_EMPTY,$(FAKE_DEV_START))))
+endif
+# $(call fake_slice,START,BYTES): BYTES of CORPUS_fake's non-blank lines from START on, mapped
+define fake_slice
+@mkdir -p $(@D)
+xz -dc $(CORPUS_fake) | $(call slice,$(1),$(2)) | LC_ALL=C awk 'FILENAME != "-" { english[$$0]; next } \
+  !($$0 in english)' $(W)/raw/en.dev $(W)/raw/en.train - | $(XLT) -q fake-english --format text -o $@.tmp
+@[ -s $@.tmp ] || { echo "$(call FAKE_EMPTY,$(1))" >&2; rm $@.tmp; exit 1; }
+mv $@.tmp $@
+endef
+$(W)/raw/fake.train: $(CORPUS_fake) $(W)/raw/en.dev $(W)/raw/en.train | install
+	$(call fake_slice,$(FAKE_START),$(TRAIN_BYTES))
+$(W)/raw/fake.dev: $(CORPUS_fake) $(W)/raw/en.dev $(W)/raw/en.train | install
+	$(call fake_slice,$(FAKE_DEV_START),$(DEV_BYTES))
+
 $(W)/text/%: $(W)/raw/%
 	@mkdir -p $(@D)
 	$(XLT) -q tokenize --lang $(call lang_of,$*) --workers $(THREADS) $< -o $@
@@ -129,12 +165,14 @@ $(W)/data/prefixed/en-%/stores.stamp: $(W)/data/prefixed/en-%/vocab
 
 # Extra anchors: Default's joint codes over code-switched training text (MUSE training
 # dictionaries, both directions; the paper's 30 % / 15 % settings); dev text stays as it is.
+# $(call cs_dict,FROM,TO): the dictionary FROM -> TO (Fake-English's: every word -> its twin)
+cs_dict = $(or $(CS_DICT_$(1)-$(2)),$(MUSE)/$(1)-$(2).0-5000.txt)
 $(W)/data/codeswitch/en-%/bpe.stamp: $(W)/bpe/joint/en-%.codes $(TEXT)/en.train $(TEXT)/en.dev $(TEXT)/%.train $(TEXT)/%.dev \
-                                     $(MUSE)/en-%.0-5000.txt $(MUSE)/%-en.0-5000.txt
+                                     $$(call cs_dict,en,$$*) $$(call cs_dict,$$*,en)
 	@mkdir -p $(@D)
-	$(XLT) codeswitch --dict $(MUSE)/en-$*.0-5000.txt --ignore-case --seed 1 $(TEXT)/en.train \
+	$(XLT) codeswitch --dict $(call cs_dict,en,$*) --ignore-case --seed 1 $(TEXT)/en.train \
 	  -o $(@D)/en.train.cs --report $(@D)/en.codeswitch.json
-	$(XLT) codeswitch --dict $(MUSE)/$*-en.0-5000.txt --ignore-case --seed 1 $(TEXT)/$*.train \
+	$(XLT) codeswitch --dict $(call cs_dict,$*,en) --ignore-case --seed 1 $(TEXT)/$*.train \
 	  -o $(@D)/$*.train.cs --report $(@D)/$*.codeswitch.json
 	$(call segment,$(@D),en,$<,$(@D)/en.train.cs,$(TEXT)/en.dev)
 	$(call segment,$(@D),$*,$<,$(@D)/$*.train.cs,$(TEXT)/$*.dev)
@@ -143,6 +181,21 @@ $(W)/data/codeswitch/en-%/vocab: $(W)/data/codeswitch/en-%/bpe.stamp
 	$(joint_vocab)
 $(W)/data/codeswitch/en-%/stores.stamp: $(W)/data/codeswitch/en-%/vocab
 	$(call binarize,$(@D),$(@D),en $*)
+
+# Fake-English's identity dictionaries, over the English words of the en-fr MUSE training
+# dictionary: the en-fr row's anchor words, so the two pairs' Extra anchors differ only in what a
+# word is swapped for, and none of the punctuation and numbers a frequency list of the text would
+# bring. Each word also capitalized: --ignore-case lowercases only real letters, so without these
+# Fake-English's sentence-initial words would never be swapped back into English.
+CS_DICT_en-fake := $(W)/dict/en-fake.txt
+CS_DICT_fake-en := $(W)/dict/fake-en.txt
+FAKE_DICT_WORDS ?= $(MUSE)/en-fr.0-5000.txt
+$(W)/dict/en-fake.txt: $(FAKE_DICT_WORDS) | install
+	@mkdir -p $(@D)
+	cut -f1 $< | awk '{ print; print toupper(substr($$0, 1, 1)) substr($$0, 2) }' | LC_ALL=C sort -u \
+	  | $(XLT) -q fake-english --format dictionary -o $@
+$(W)/dict/fake-en.txt: $(W)/dict/en-fake.txt
+	awk '{ print $$2, $$1 }' $< > $@.tmp && mv $@.tmp $@
 
 # Monolingual models (Figure 7, alignment): one language, its own BPE; the directory is mono/<L>.
 $(W)/data/mono/%/stores.stamp: $(W)/bpe/lang/%.codes $(TEXT)/%.train $(TEXT)/%.dev

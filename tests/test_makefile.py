@@ -218,3 +218,81 @@ def test_liu_contexts_can_be_capped(tmp_path):
     bert = xlt_commands(lines, "align contextual-word")
     assert len(bert) == 2 * 2 * 2 and all("--n-sentences 300 " in line for line in bert)
     assert (tmp_path / "w" / "settings" / "liu-align").read_text().strip().endswith("contexts=300")
+
+
+# ---- Fake-English (make/text.mk, make/table1.mk) ---------------------------------------------------
+def slice_bounds(line: str) -> tuple[int, int]:
+    """(lo, hi) of a `make -n` slice command: awk -v lo=N -v hi=$((N + M))."""
+    lo = int(re.search(r"-v lo=(\d+)", line).group(1))
+    hi = sum(map(int, re.search(r"-v hi=\$\(\(([\d +]+)\)\)", line).group(1).split("+")))
+    return lo, hi
+
+
+def test_the_fake_english_table_reuses_every_rule_with_its_own_text_and_task_files(tmp_path):
+    work = tmp_path / "w"
+    plan = "\n".join(dry_run(work, "SCALE=smoke", "LANGS=fake", "reproduce-table1")).replace("\\\n", " ")
+    lines = plan.splitlines()
+    # English's and Fake-English's text: adjacent, disjoint stretches of the same corpus; the fake ones mapped
+    slices = {re.findall(r"/raw/(\w+\.\w+)", line)[-1]: line for line in lines if "-v lo=" in line}   # by output
+    assert {name: slice_bounds(line) for name, line in slices.items()} == {
+        "en.dev": (0, 100000), "en.train": (100000, 2100000), "fake.train": (2100000, 4100000),
+        "fake.dev": (4100000, 4200000)}
+    assert all(line.startswith("xz -dc data/mono/en/enwiki_") for line in slices.values())
+    for split in ("train", "dev"):   # without the lines English's slices have too (Wikipedia repeats some)
+        assert re.search(rf"awk .* {work}/raw/en.dev {work}/raw/en.train - \| .venv/bin/xlt -q fake-english "
+                         rf"--format text -o {work}/raw/fake.{split}.tmp$", slices[f"fake.{split}"])
+    assert len([line for line in xlt_commands(lines, "-q tokenize") if "--lang fake " in line]) == 2
+    # Default: one joint BPE over both texts
+    learned = xlt_commands(lines, "bpe learn")
+    assert any(line.endswith(f"{work}/text/en.train {work}/text/fake.train") for line in learned)
+    # every row that exists here, and the control; the rows that cannot, as missing cells with the reason
+    pretrain = xlt_commands(lines, "pretrain")
+    rows = sorted(line.split("/models/")[1].split("/")[0] for line in pretrain)
+    assert rows == sorted(["default", "extra-anchors", "sep-emb", "sep-emb+l1-3", "sep-emb+l1-6", "sep-l1-3",
+                           "sep-l1-6"])
+    assert all("--train fake " in line and "/en-fake " in line for line in pretrain)
+    finetune = xlt_commands(lines, "finetune")
+    assert len(finetune) == 7 * 3 + 3 and all("--eval fake " in line for line in finetune)
+    assert len([line for line in finetune if "--checkpoint untrained" in line]) == 3
+    missing = [line for line in lines if "missing.json.tmp" in line]
+    assert sorted(line.split("/table1/")[1].split("/")[0] for line in missing) == \
+        ["default-anchors", "no-anchors", "wiki-cc"]
+    assert all('"not applicable to Fake-English: ' in line for line in missing)
+    # task files: English's test and dev sets (the same samples the English scores use), mapped
+    tasks = {line.split(" -o ")[1]: line for line in xlt_commands(lines, "-q fake-english")
+             if "--format text" not in line}
+    t = f"{work}/tasks"
+    expected = {f"{t}/xnli/test-fake.tsv": f"--format xnli {t}/xnli/test-en.tsv",
+                f"{t}/ner/wikiann/fake/test": f"--format wikiann {t}/ner/wikiann/en/test",
+                f"{t}/ud/fake_ewt/fake_ewt-ud-test.conllu": f"--format conllu {t}/ud/en_ewt/en_ewt-ud-test.conllu",
+                f"{work}/dict/en-fake.txt": "--format dictionary"}
+    # Extra anchors: the identity dictionary both ways, over the English words of the en-fr MUSE training split
+    assert tasks[f"{work}/dict/en-fake.txt"].startswith("cut -f1 data/muse/splits_reconstructed/en-fr.0-5000.txt |")
+    for output, source in expected.items():
+        assert source in tasks[output], tasks[output]
+    assert len(tasks) == 2 * 3 + 1
+    for test in (f"{t}/xnli/test-en.tsv", f"{t}/ner/wikiann/en/test", f"{t}/ud/en_ewt/en_ewt-ud-test.conllu"):
+        assert any(f"--eval en {test} " in line for line in xlt_commands(lines, "-q baselines"))
+    switched = xlt_commands(lines, "codeswitch")
+    assert [line.split("--dict ")[1].split()[0] for line in switched] == [f"{work}/dict/en-fake.txt",
+                                                                            f"{work}/dict/fake-en.txt"]
+    assert "--langs fake" in xlt_commands(lines, "report")[0]
+
+
+def test_fake_english_refuses_a_scale_whose_english_slice_takes_the_whole_corpus(tmp_path):
+    if not (REPO / "data" / "mono" / "en" / "enwiki_wikiextractor_sample_30MB.txt.xz").exists():
+        pytest.skip("the English corpus is not fetched: make checks its size only once it is there")
+    env = {k: v for k, v in os.environ.items() if k not in LEAKING}
+    for scale in ("cpu", "gpu"):
+        proc = subprocess.run(["make", "-n", f"W={tmp_path}", f"SCALE={scale}", "LANGS=fake", "reproduce-table1"],
+                              cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
+        assert proc.returncode != 0 and proc.stdout == ""
+        assert "Fake-English needs English text beyond en's training slice" in proc.stderr
+        assert "set CORPUS_fake to other English text" in proc.stderr and "SCALE=smoke or SCALE=demo" in proc.stderr
+    # other English text: Fake-English's slices start at its beginning
+    other = tmp_path / "other.txt.xz"
+    with other.open("wb") as f:   # SCALE=smoke's TRAIN_BYTES + DEV_BYTES: 2.1 MB
+        subprocess.run(["xz", "-c"], input=b"one line of English text\n" * 90000, stdout=f, check=True)
+    lines = dry_run(tmp_path / "w", "SCALE=smoke", "LANGS=fake", f"CORPUS_fake={other}", "reproduce-table1")
+    fake = [line for line in lines if str(other) in line and "-v lo=" in line]
+    assert sorted(slice_bounds(line) for line in fake) == [(0, 2000000), (2000000, 2100000)]

@@ -176,11 +176,33 @@ def english_table(rows: Sequence[Row], readings: dict, values: Values, languages
     return table
 
 
+def baseline_names(english_readings: dict) -> dict[str, list[str]]:
+    """Task -> the names of the best trivial baselines behind the baseline row's English cells."""
+    return {task: sorted({r.extra["baseline"] for (row, t, _), r in english_readings.items()
+                          if row == BASELINES and t == task and r.extra})
+            for task, _ in TASKS}
+
+
 def build(results_dir: str, languages: Sequence[str], numbers: Optional[dict] = None) -> ReportTable:
     """Table 1 (the paper's ten rows in its order, plus the two references) with the English table
-    and the findings."""
+    and the findings; the Fake-English pair (``fake`` among ``languages``) in a table of its own
+    after them, or alone (:mod:`xlt.report.table1_fake`)."""
+    from xlt.report import table1_fake   # it builds on this module
+
     data = numbers or paper_numbers.load()
     rows = table_rows(paper_numbers.table1_rows(data))
+    real = [lang for lang in languages if lang != table1_fake.FAKE]
+    fake = table1_fake.build(results_dir, rows) if len(real) < len(languages) else None
+    if not real:
+        return fake
+    table = real_pairs(results_dir, rows, real, data)
+    if fake is not None:
+        table.sections.append(fake)
+        table.findings += fake.findings
+    return table
+
+
+def real_pairs(results_dir: str, rows: Sequence[Row], languages: Sequence[str], data: dict) -> ReportTable:
     values, readings, english_values, english_readings = collect(results_dir, rows, languages)
     table = ReportTable(name="table1", title="Wu et al. (2020) Table 1: zero-shot transfer from English",
                         stub="Model", groups=[(title, [*languages, AVERAGE]) for _, title in TASKS],
@@ -198,10 +220,7 @@ def build(results_dir: str, languages: Sequence[str], numbers: Optional[dict] = 
     table.remarks = [f"Test scores: {', '.join(t for t, _ in TASKS)} = accuracy, span F1, LAS; mean of the best "
                      f"two fine-tuning settings over seeds (one setting: that setting). {AVERAGE} = mean over "
                      "languages, as the paper's column.", REFERENCES]
-    names = {task: sorted({r.extra["baseline"] for (row, t, _), r in english_readings.items()
-                           if row == BASELINES and t == task and r.extra})
-             for task, _ in TASKS}
     table.sections = [english_table(rows, english_readings, english_values, languages)]
-    english = EnglishScores(english_values, names, frozen_more(english_readings))
+    english = EnglishScores(english_values, baseline_names(english_readings), frozen_more(english_readings))
     table.findings = findings(values, paper_values(data, languages), english)
     return table
