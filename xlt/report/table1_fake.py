@@ -26,7 +26,7 @@ from typing import Callable, Optional, Sequence
 
 from xlt.report.findings import Finding, Inconclusive, Verdict, check, decide, require
 from xlt.report.render import Cell, ReportTable
-from xlt.report.table1 import Row, baseline_names, collect, freezing_note, frozen_more
+from xlt.report.table1_cells import Row, baseline_names, collect, freezing_note, frozen_more
 from xlt.report.table1_findings import (BASELINES, CONTROL, MIN_MARGIN, TASKS, TIE, EnglishScores, Floor, Values,
                                         deeper_separation_hurts, extra_anchors_help, gated, sep_emb_l16_collapses,
                                         transfers, unlearned)
