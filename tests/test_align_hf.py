@@ -14,7 +14,7 @@ from hf_fixtures import SPLIT, build_models, write_texts
 from xlt.align_settings import WordSettings
 from xlt.analysis.align import align_contextual_word, embedding_space
 from xlt.analysis.align_parallel import align_dictionary, align_sentence
-from xlt.model.protocol import load_text_model
+from xlt.loader.text_model import load_text_model
 from xlt.utils.errors import XltError
 
 

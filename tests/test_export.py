@@ -135,7 +135,7 @@ def test_the_exported_tokenizers_call_gives_xlt_ids_in_each_language(runs, expor
 
 def test_the_export_through_the_seam_extracts_what_the_run_extracts(runs, exported):
     from xlt.analysis.extract import sentence_vectors, word_vectors
-    from xlt.model.protocol import load_text_model
+    from xlt.loader.text_model import load_text_model
 
     run, hf = PretrainedRun.load(runs["default"]), load_text_model(str(exported["default"]))
     assert hf.describe()["kind"] == "hf" and hf.uses_lang_emb
@@ -152,7 +152,7 @@ def test_the_export_through_the_seam_extracts_what_the_run_extracts(runs, export
 def test_shift_decoding_the_export_decodes_what_the_run_decodes(runs, exported):
     """XLM's shift goes in through a hook on layer_norm2 (layer_norm_emb for layer 0); xlt's through
     encode_from: the same argmax at every real position."""
-    from xlt.model.protocol import load_text_model
+    from xlt.loader.text_model import load_text_model
 
     run, hf = PretrainedRun.load(runs["default"]), load_text_model(str(exported["default"]))
     ids, padding_mask = _batch(run, "fr")

@@ -11,8 +11,7 @@ import json
 import math
 
 from xlt.finetune.config import RunSettings
-from xlt.finetune.evaluations import RunEvaluations
-from xlt.finetune.records import RunIdentity, RunRecord, short_hash
+from xlt.finetune.records import RunEvaluations, RunIdentity, RunRecord, short_hash
 from xlt.finetune.runfiles import BestEpoch, RunFiles, TrainingSummary
 
 SETTINGS = RunSettings(batch_size=8, encoder_lr=2e-5, head_lr=2e-5, seed=12, epochs=10, epoch_size=None,

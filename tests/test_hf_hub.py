@@ -63,6 +63,6 @@ def test_a_cached_name_loads_from_the_cache_without_retries(no_hub, tmp_path):
     # Only xlt's own report: no retries (unfixed: 129 s of them here) and no word from the hub library.
     assert [line.split(":")[0] for line in res.stderr.splitlines()] == [str(tmp_path / "reps.npy")], res.stderr
     # Liu et al.'s make targets read the depth the same way, through the hub or its cache.
-    depth = subprocess.run([sys.executable, "-c", "from xlt.model.protocol import model_depth; "
+    depth = subprocess.run([sys.executable, "-c", "from xlt.model.spec import model_depth; "
                             "print(model_depth('hf:xlt-tests/tiny-bert'))"], capture_output=True, text=True)
     assert (depth.stdout, depth.stderr) == ("3\n", "")

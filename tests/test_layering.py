@@ -34,7 +34,12 @@ LAYERS: list[list[str]] = [
 
 # Arrows that still run up, each named exactly (importer, imported module), to be removed as issue 29
 # moves them; an entry that no longer occurs fails, so the list only shrinks.
-KNOWN_UPWARD: set[tuple[str, str]] = set()
+KNOWN_UPWARD: set[tuple[str, str]] = {
+    ("xlt.align_settings", "xlt.cli.options"),         # the help texts: the CLI should own them
+    ("xlt.analysis.cka_files", "xlt.report.cka_plots"),
+    ("xlt.embed.retrieval", "xlt.analysis.align"),
+    ("xlt.embed.retrieval", "xlt.analysis.dictionaries"),
+}
 
 
 def module_name(path: Path, package_dir: Path = PACKAGE) -> str:

@@ -21,7 +21,7 @@ import pytest
 from conftest import REPO, run_xlt
 from test_report import run_record, write_translation
 from xlt.finetune.selection import summarize
-from xlt.model.protocol import model_depth
+from xlt.model.spec import model_depth
 from xlt.report import liu
 from xlt.report.render import markdown
 from xlt.utils.errors import XltError

@@ -15,7 +15,7 @@ from conftest import assert_one_line_error, run_in_process
 import xlt.analysis.align as align_module
 from xlt.analysis.align import AlignSettings, WordSettings, align_contextual_word, cached_contextual_space
 from xlt.analysis.space_cache import _write, cached_space, pipeline_sha256, space_key, space_path
-from xlt.model.protocol import load_text_model
+from xlt.loader.text_model import load_text_model
 from xlt.utils.errors import XltError
 
 JOINT = WordSettings(map="none", csls=False)

@@ -39,7 +39,8 @@ from xlt.analysis.pair_sets import ScoredPairs, scored_pairs, write_pairs
 from xlt.analysis.procrustes import align_spaces, unit_length
 from xlt.analysis.retrieval import gold_ranks, precision_at_k, rank_scores, topk_cosine, topk_csls
 from xlt.analysis.space_cache import cached_space, model_identity, space_key
-from xlt.model.protocol import TextModel, load_text_model
+from xlt.loader.text_model import load_text_model
+from xlt.model.protocol import TextModel
 from xlt.utils import log
 from xlt.utils.errors import XltError, require_file
 from xlt.utils.textio import atomic_path, file_sha256, read_lines
@@ -51,7 +52,7 @@ KS = (1, 5, 10)
 class Sides:
     """The two models being aligned: ``source``'s language ``source_lang`` and ``target``'s ``target_lang``.
 
-    Each is any ``--model`` (:func:`~xlt.model.protocol.load_text_model`): an xlt run, a transformers
+    Each is any ``--model`` (:func:`~xlt.loader.text_model.load_text_model`): an xlt run, a transformers
     directory or ``hf:NAME``; the procedures see only the :class:`TextModel` protocol.
     """
 

@@ -50,7 +50,7 @@ class Side:
     def describe(self) -> dict:
         if self.reps:
             return {"reps": os.path.abspath(self.reps)}
-        from xlt.model.protocol import model_source
+        from xlt.model.spec import model_source
 
         return {"run": model_source(self.run), "lang": self.lang, "text": os.path.abspath(self.text),
                 "model": "pretrained" if self.random_seed is None else f"random:{self.random_seed}"}
@@ -117,7 +117,7 @@ def _load_reps(prefix: str, layers: Optional[list[int]], n: int) -> tuple[np.nda
 
 def _compute_side(side: Side, settings: CompareSettings, n: int, runs: dict) -> tuple[np.ndarray, list[int]]:
     from xlt.analysis.extract import load_model, resolve_layers, sentence_vectors
-    from xlt.model.protocol import load_text_model
+    from xlt.loader.text_model import load_text_model
 
     if side.reps:
         reps, layers, _ = _load_reps(side.reps, settings.layers, n)

@@ -41,7 +41,8 @@ import torch
 from torch import Tensor, nn
 
 from xlt.model.encoder import Encoder
-from xlt.model.protocol import TextModel, load_text_model
+from xlt.loader.text_model import load_text_model
+from xlt.model.protocol import TextModel
 from xlt.pretrain.pretrained import PretrainedRun, pad_inputs
 from xlt.utils import log
 from xlt.utils.errors import XltError

@@ -30,7 +30,8 @@ from torch import nn
 from xlt.analysis.extract import iter_span_means, length_sorted_batches, text_model, truncate
 from xlt.analysis.shift_table import RESULT_FORMAT
 from xlt.model.interventions import LanguageShift, save_means
-from xlt.model.protocol import TextModel, load_text_model
+from xlt.loader.text_model import load_text_model
+from xlt.model.protocol import TextModel
 from xlt.pretrain.pretrained import pad_inputs
 from xlt.text.vocab import SPECIALS
 from xlt.utils import log

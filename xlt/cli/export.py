@@ -1,4 +1,4 @@
-"""``xlt export hf``: an xlt run as a transformers model (thin wrapper over :mod:`xlt.model.hf_export`)."""
+"""``xlt export hf``: an xlt run as a transformers model (thin wrapper over :mod:`xlt.pretrain.hf_export`)."""
 
 from __future__ import annotations
 
@@ -40,6 +40,6 @@ def hf(run_dir: str, lang: Optional[str], checkpoint: str, output: str) -> None:
       xlt export hf runs/en-fr.default -o hf/en-fr.default
       xlt export hf runs/en-fr.sep-emb --lang fr -o hf/en-fr.sep-emb.fr
     """
-    from xlt.model.hf_export import export_hf
+    from xlt.pretrain.hf_export import export_hf
 
     export_hf(run_dir, output, lang, checkpoint)

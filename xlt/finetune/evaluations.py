@@ -14,11 +14,10 @@ metrics are reported without predictions.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Protocol
 
 from xlt.finetune.predictions import prediction_file
-from xlt.finetune.records import short_hash
+from xlt.finetune.records import RunEvaluations, short_hash
 from xlt.finetune.runfiles import RunFiles
 from xlt.finetune.trainer import RunTrainer
 from xlt.model.encoder import LayerHook
@@ -26,25 +25,28 @@ from xlt.utils import log
 from xlt.utils.textio import atomic_output, file_sha256, read_json, write_json
 
 if TYPE_CHECKING:
-    from xlt.finetune.runner import Experiment
+    from xlt.finetune.config import FinetuneConfig
+    from xlt.finetune.task import Batch, Task
+    from xlt.model.interventions import LayerMap, TargetShift
 
 Evaluated = tuple[dict[str, float], Optional[str]]   # metrics, run-relative prediction file (None: none)
-Nested = dict[str, dict[str, dict[str, Any]]]        # variant ("plain", "map", "shift") -> lang -> split -> ...
 
 
-@dataclass
-class RunEvaluations:
-    """Every evaluation a command asks of one run, as its record in results.json holds them."""
+class Inputs(Protocol):
+    """What :func:`evaluations` reads of a command. The runner's ``Experiment`` is one; stated here so
+    that this module needs nothing from the runner that calls it (no import loop)."""
 
-    results: Nested        # ... -> the task's metrics
-    shift_alpha: dict[str, float]   # target -> the shift weight its own dev set chose
-    predictions: Optional[Nested]   # ... -> run-relative prediction file; None: none written (--no-predictions)
+    cfg: "FinetuneConfig"
+    task: "Task"
+    source: str
+    targets: list[str]
+    labels: list[str]
+    splits: Mapping[tuple[str, str], Any]   # (lang, split) -> the runner's Split: .path, .sha256, .examples
+    maps: dict[str, "LayerMap"]
+    shifts: dict[str, "TargetShift"]
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"results": self.results, "shift_alpha": self.shift_alpha}
-        if self.predictions is not None:
-            out["predictions"] = self.predictions
-        return out
+    def eval_batches(self, lang: str, split: str) -> list["Batch"]: ...
+
 
 
 def _intact(run_dir: str, written: Optional[dict[str, str]], name: str) -> bool:
@@ -55,7 +57,7 @@ def _intact(run_dir: str, written: Optional[dict[str, str]], name: str) -> bool:
     return os.path.exists(path) and file_sha256(path) == written.get("sha256")
 
 
-def evaluations(exp: "Experiment", run: RunFiles, trainer: Optional[RunTrainer] = None) -> Optional[RunEvaluations]:
+def evaluations(exp: Inputs, run: RunFiles, trainer: Optional[RunTrainer] = None) -> Optional[RunEvaluations]:
     """Every evaluation this command asks of the finished run in ``run``, the missing ones computed
     with ``trainer`` (its best model).
 

@@ -38,7 +38,9 @@ from torch import Tensor, nn
 
 from xlt.model.encoder import LayerHook
 from xlt.model.hf import HFTextModel, layer_output_modules
-from xlt.model.protocol import HF_PREFIX, model_kind, state_sha256
+from xlt.model.hub import HF_PREFIX
+from xlt.model.protocol import state_sha256
+from xlt.model.spec import model_kind
 from xlt.utils.errors import XltError
 
 

@@ -1,5 +1,5 @@
 """What the fine-tuning runner records of a run: the identity that names its directory, and its entry
-in results.json.
+in results.json with the evaluations it holds.
 
 Both become JSON that existing run directories and results files depend on: ``to_dict`` gives the
 keys, in the order, that earlier versions wrote, so a run's directory hash (:func:`short_hash` of its
@@ -11,15 +11,14 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from xlt.finetune.config import RunSettings
 from xlt.finetune.runfiles import TrainingSummary
 
-if TYPE_CHECKING:
-    from xlt.finetune.evaluations import RunEvaluations
-
 RUN_FORMAT = "xlt-finetune-run/1"
+
+Nested = dict[str, dict[str, dict[str, Any]]]        # variant ("plain", "map", "shift") -> lang -> split -> ...
 
 
 def short_hash(obj: Any, n: int = 12) -> str:
@@ -58,6 +57,22 @@ class RunIdentity:
 
 
 @dataclass
+class RunEvaluations:
+    """Every evaluation a command asks of one run, as its record in results.json holds them (computed
+    and cached by :mod:`xlt.finetune.evaluations`)."""
+
+    results: Nested        # ... -> the task's metrics
+    shift_alpha: dict[str, float]   # target -> the shift weight its own dev set chose
+    predictions: Optional[Nested]   # ... -> run-relative prediction file; None: none written (--no-predictions)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"results": self.results, "shift_alpha": self.shift_alpha}
+        if self.predictions is not None:
+            out["predictions"] = self.predictions
+        return out
+
+
+@dataclass
 class RunRecord:
     """One run's entry in results.json (one grid point, one seed), the form selection reads.
 
@@ -70,7 +85,7 @@ class RunRecord:
     status: str
     worked: bool = False   # done: whether this command trained or evaluated anything
     training: Optional[TrainingSummary] = None
-    evaluations: Optional["RunEvaluations"] = None
+    evaluations: Optional[RunEvaluations] = None
     error: Optional[str] = None
 
     def to_dict(self) -> dict[str, Any]:

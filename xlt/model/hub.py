@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import Optional
 
-from xlt.model.protocol import HF_PREFIX
 from xlt.utils.errors import XltError
+
+# A --model value that names a model of the Hugging Face hub: hf:NAME.
+HF_PREFIX = "hf:"
 
 # Long enough for a slow link to answer, short enough that a hub which cannot be reached costs a few seconds.
 PROBE_TIMEOUT_S = 3.0

@@ -8,9 +8,10 @@ written once against it:
 * a Hugging Face model -- :class:`xlt.model.hf.HFTextModel` (the model's own WordPiece, SentencePiece
   or XLM tokenizer, no language embedding unless it is an XLM model with ``lang2id``).
 
-:func:`load_text_model` picks the kind from ``--model``: ``hf:NAME`` (the hub or its local cache),
-a directory with ``text.json`` and ``vocab`` (an xlt run) or a directory whose ``config.json`` has a
-``model_type`` (a transformers model). Nothing here imports torch or transformers at import time.
+This module is the interface only and imports neither: :mod:`xlt.model.spec` tells the kind from
+``--model`` (``hf:NAME``, an xlt run directory, a transformers directory), and
+:func:`xlt.loader.text_model.load_text_model`, a layer above the model and pretraining packages,
+loads it. Nothing here imports torch or transformers at import time.
 
 Contract every implementation keeps (the analyses rely on it):
 
@@ -24,17 +25,11 @@ Shapes: B batch rows, T positions, D = d_model.
 
 from __future__ import annotations
 
-import json
-import os
 from typing import TYPE_CHECKING, Optional, Protocol, Sequence, runtime_checkable
-
-from xlt.utils.errors import XltError
 
 if TYPE_CHECKING:
     import numpy as np
     from torch import Tensor
-
-HF_PREFIX = "hf:"
 
 
 @runtime_checkable
@@ -118,70 +113,9 @@ def state_sha256(module) -> str:
     return digest.hexdigest()
 
 
-def model_source(spec: str) -> str:
-    """``hf:NAME`` as it is; a directory as its absolute path (what headers record)."""
-    return spec if spec.startswith(HF_PREFIX) else os.path.abspath(spec)
-
-
-def model_kind(spec: str) -> str:
-    """``"xlt"`` or ``"hf"`` for a ``--model`` value; XltError for anything else.
-
-    An xlt run is recognised by ``text.json`` + ``vocab`` (what pretraining writes beside its
-    checkpoints); a transformers directory by a ``config.json`` naming a ``model_type``.
-    """
-    if spec.startswith(HF_PREFIX):
-        if not spec[len(HF_PREFIX):].strip():
-            raise XltError(f"{spec!r} names no model: write hf:NAME, e.g. hf:bert-base-multilingual-cased")
-        return "hf"
-    if not os.path.isdir(spec):
-        raise XltError("no such model directory (give an xlt run directory, a transformers model directory "
-                       "or hf:NAME)", spec)
-    if all(os.path.exists(os.path.join(spec, name)) for name in ("text.json", "vocab")):
-        return "xlt"
-    config = os.path.join(spec, "config.json")
-    if os.path.isfile(config):
-        try:
-            with open(config, encoding="utf-8") as f:
-                data = json.load(f)
-        except (OSError, ValueError):
-            data = None
-        if isinstance(data, dict) and "model_type" in data:
-            return "hf"
-    raise XltError("neither an xlt run directory (no text.json and vocab) nor a transformers model directory "
-                   "(no config.json with a model_type)", spec)
-
-
 def model_depth(spec: str) -> int:
-    """Transformer layers of ``--model`` from its configuration alone, no weights loaded (the Makefile's
-    ``MODEL=`` places Liu et al.'s layers with it): an xlt run's ``config.json``, a transformers
-    config's ``num_hidden_layers`` (``hf:NAME`` through the hub or its cache)."""
-    if model_kind(spec) == "xlt":
-        path = os.path.join(spec, "config.json")
-        try:
-            with open(path, encoding="utf-8") as f:
-                return int(json.load(f)["config"]["model"]["n_layers"])
-        except (OSError, ValueError, KeyError, TypeError) as err:
-            raise XltError(f"no layer count in the run's config.json ({type(err).__name__}: {err})", path) from None
-    import transformers
+    """make/analysis.mk still imports :func:`xlt.model.spec.model_depth` from here (that file is being
+    edited elsewhere); this delegate goes once it names ``xlt.model.spec``."""
+    from xlt.model.spec import model_depth as depth
 
-    from xlt.model.hub import hub_source
-
-    transformers.logging.set_verbosity_error()
-    name, options = hub_source(spec)
-    try:
-        config = transformers.AutoConfig.from_pretrained(name, **options)
-        return int(config.num_hidden_layers)
-    except (OSError, ValueError, AttributeError) as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise XltError(f"cannot read the model's config ({first})", spec) from None
-
-
-def load_text_model(spec: str, checkpoint: str = "best", device: str = "cpu") -> TextModel:
-    """``--model`` -> a :class:`TextModel` on ``device`` in eval mode. ``checkpoint`` applies to xlt runs."""
-    if model_kind(spec) == "xlt":
-        from xlt.pretrain.pretrained import PretrainedRun
-
-        return PretrainedRun.load(spec, checkpoint, device)
-    from xlt.model.hf import HFTextModel
-
-    return HFTextModel.load(spec, device)
+    return depth(spec)
