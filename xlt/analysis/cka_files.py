@@ -5,8 +5,8 @@
 * table ``OUT.json`` (format ``xlt-cka-table/1``): ``rows`` (L0..Ln, AVER) and one entry per column
   with its ``values`` [L+1]; ``OUT.tsv`` the same in Figure 7's layout (two header lines).
 
-Each writer also draws ``OUT.png`` and prints the table (:mod:`xlt.report.cka_plots`). Every file
-goes through a temporary name. Shapes: L layers.
+The command then draws ``OUT.png`` and prints the table (:mod:`xlt.report.cka_plots`, a layer above
+this one). Every file goes through a temporary name. Shapes: L layers.
 """
 
 from __future__ import annotations
@@ -55,17 +55,12 @@ def assemble_table(paths: Sequence[str]) -> dict:
 
 
 def write_column(result: dict, output: str) -> None:
-    """``OUT.json`` and ``OUT.png`` (the layer x layer matrix if computed, else the column) + table on stdout."""
-    from xlt.report.cka_plots import show_column  # matplotlib: only once there is a figure to draw
-
+    """``OUT.json``."""
     write_json(output + ".json", result)
-    show_column(result, output + ".png")
 
 
 def write_table(table: dict, output: str) -> None:
-    """``OUT.json``, ``OUT.tsv`` (Figure 7 layout), ``OUT.png`` + table on stdout."""
-    from xlt.report.cka_plots import show_table
-
+    """``OUT.json`` and ``OUT.tsv`` (Figure 7 layout)."""
     values = np.array([c["values"] for c in table["columns"]]).T  # [L+1, columns]
     write_json(output + ".json", table)
     with atomic_output(output + ".tsv") as f:
@@ -73,4 +68,3 @@ def write_table(table: dict, output: str) -> None:
         f.write("\t" + "\t".join(c["column"] for c in table["columns"]) + "\n")
         for row, line in zip(table["rows"], values):
             f.write(row + "\t" + "\t".join(f"{v:.4f}" for v in line) + "\n")
-    show_table(table, output + ".png")

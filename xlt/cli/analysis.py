@@ -129,13 +129,16 @@ def compare(model_a, lang_a, text_a, reps_a, model_b, lang_b, text_b, reps_b, ra
     from xlt.analysis.cka_compare import CompareSettings, compare as run_compare
     from xlt.analysis.cka_files import write_column
     from xlt.analysis.extract import parse_layers
+    from xlt.report.cka_plots import show_column
 
     a = _side("a", model_a, lang_a, text_a, reps_a, None)
     b = _side("b", model_b or model_a, lang_b, text_b, reps_b, random_b)
     settings = CompareSettings(parse_layers(layers), debiased, matrix, n_sentences, include_specials, checkpoint,
                                batch_size, device)
     prefix = _prefix(output, ".json", ".json", ".png")
-    write_column(run_compare(a, b, settings, label, column, retrieval), prefix)
+    result = run_compare(a, b, settings, label, column, retrieval)
+    write_column(result, prefix)
+    show_column(result, prefix + ".png")   # the layer x layer matrix if computed, else the column; the table
 
 
 def _side(name: str, run, lang, text, reps, random_seed):
@@ -161,9 +164,12 @@ def table(columns: tuple[str, ...], output: str) -> None:
       xlt cka table cka/en-fr.bi.json cka/en-fr.mono.json cka/en-fr.random.json -o cka/fig7
     """
     from xlt.analysis.cka_files import assemble_table, write_table
+    from xlt.report.cka_plots import show_table
 
     prefix = _prefix(output, ".json", ".json", ".tsv", ".png")
-    write_table(assemble_table(columns), prefix)
+    table = assemble_table(columns)
+    write_table(table, prefix)
+    show_table(table, prefix + ".png")
 
 
 @click.group("shift-decode")
