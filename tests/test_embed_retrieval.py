@@ -10,7 +10,7 @@ from conftest import assert_one_line_error, run_xlt
 
 from xlt.analysis.align import AlignSettings, WordSettings
 from xlt.embed.formats import read_word2vec, write_word2vec
-from xlt.embed.retrieval import align_static_word
+from xlt.analysis.static_words import align_static_word
 from xlt.utils.errors import XltError
 
 N, D = 40, 12

@@ -12,7 +12,7 @@ from xlt.analysis.align import WordSettings
 from xlt.analysis.dictionaries import read_muse_dictionary
 from xlt.analysis.pair_sets import checksum
 from xlt.embed.formats import write_word2vec
-from xlt.embed.retrieval import align_static_word
+from xlt.analysis.static_words import align_static_word
 
 
 def _at(degrees: float) -> list[float]:

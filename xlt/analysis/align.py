@@ -15,7 +15,7 @@ iterative normalization (:mod:`xlt.analysis.procrustes`) and evaluates or saves 
 The source and target sides are two models (monolingual BERTs) or one multilingual model's two
 languages; a model is any ``--model`` through the :class:`~xlt.model.protocol.TextModel` seam (an xlt
 run, a transformers directory, ``hf:NAME``), so every procedure has one code path (embedding files:
-:mod:`xlt.embed.retrieval`). Settings: :mod:`xlt.align_settings`. At the word levels, :class:`WordSettings` chooses the
+:mod:`xlt.analysis.static_words`). Settings: :mod:`xlt.align_settings`. At the word levels, :class:`WordSettings` chooses the
 Procrustes map or none (one joint space measured as it is, Liu et al.), the MRR candidates, a
 breakdown of the MRR by each source word's part of speech, and the test pairs scored
 (:mod:`xlt.analysis.pair_sets`: ``--pairs-out``/``--pairs-from``, one pair set for several systems).

@@ -186,7 +186,7 @@ def word(model, source_lang, target_lang, target_model, emb_a, emb_b, codes, max
     if emb_a is not None and target_model is not None:
         raise XltError("--target-model goes with --model; the target embeddings are --emb-b")
     if emb_a is not None:
-        from xlt.embed.retrieval import align_static_word
+        from xlt.analysis.static_words import align_static_word
 
         result = align_static_word(emb_a, emb_b or emb_a, source_lang, target_lang, train_dict, test_dict, subwords,
                                    codes, max_words, align_settings, word_settings)

@@ -8,6 +8,8 @@ that BPE splits into several pieces is, with ``--subwords mean``, the mean of it
 what Liu et al. do for every model ("we tokenized data uniformly with the vocabulary of mBERT") and
 for BERT's contextual vectors. ``--subwords single`` keeps whole-word rows only.
 
+It is an analysis of what :mod:`xlt.embed` trains, so it sits here, above that package.
+
 Note that with one joint file the NN and CSLS searches run over the whole joint vocabulary (every
 language's words) but each query's own row (:func:`xlt.analysis.align.own_rows`); the Liu et al.
 figure is MRR among the test dictionary's target words.
