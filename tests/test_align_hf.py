@@ -11,7 +11,7 @@ import synthetic
 from conftest import assert_one_line_error, run_xlt
 from hf_fixtures import SPLIT, build_models, write_texts
 
-from xlt.align_settings import WordSettings
+from xlt.analysis.align_settings import WordSettings
 from xlt.analysis.align import align_contextual_word, embedding_space
 from xlt.analysis.align_parallel import align_dictionary, align_sentence
 from xlt.loader.text_model import load_text_model

@@ -15,7 +15,7 @@ iterative normalization (:mod:`xlt.analysis.procrustes`) and evaluates or saves 
 The source and target sides are two models (monolingual BERTs) or one multilingual model's two
 languages; a model is any ``--model`` through the :class:`~xlt.model.protocol.TextModel` seam (an xlt
 run, a transformers directory, ``hf:NAME``), so every procedure has one code path (embedding files:
-:mod:`xlt.analysis.static_words`). Settings: :mod:`xlt.align_settings`. At the word levels, :class:`WordSettings` chooses the
+:mod:`xlt.analysis.static_words`). Settings: :mod:`xlt.analysis.align_settings`. At the word levels, :class:`WordSettings` chooses the
 Procrustes map or none (one joint space measured as it is, Liu et al.), the MRR candidates, a
 breakdown of the MRR by each source word's part of speech, and the test pairs scored
 (:mod:`xlt.analysis.pair_sets`: ``--pairs-out``/``--pairs-from``, one pair set for several systems).
@@ -32,7 +32,7 @@ from typing import Optional, Sequence
 import numpy as np
 import torch
 
-from xlt.align_settings import CANDIDATES, MAPS, AlignSettings, WordSettings  # noqa: F401 (the library's names)
+from xlt.analysis.align_settings import CANDIDATES, MAPS, AlignSettings, WordSettings  # noqa: F401 (the library's names)
 from xlt.analysis.dictionaries import NO_TAG, pos_breakdown, rank_breakdown, read_muse_dictionary, read_pos_lexicon
 from xlt.analysis.extract import resolve_layers, word_vectors
 from xlt.analysis.pair_sets import ScoredPairs, scored_pairs, write_pairs

@@ -18,7 +18,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from xlt.align_settings import AlignSettings
+from xlt.analysis.align_settings import AlignSettings
 from xlt.analysis.align import Sides
 from xlt.analysis.dictionaries import contextual_dictionary
 from xlt.analysis.extract import sentence_vectors, word_vectors

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from xlt.align_settings import ITERNORM_ROUNDS  # noqa: F401 (one default for the library and the CLI)
+from xlt.analysis.align_settings import ITERNORM_ROUNDS  # noqa: F401 (one default for the library and the CLI)
 from xlt.utils.errors import XltError
 
 

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from xlt.align_settings import BLOCK_SIZE, CSLS_K  # noqa: F401 (one default for the library and the CLI)
+from xlt.analysis.align_settings import BLOCK_SIZE, CSLS_K  # noqa: F401 (one default for the library and the CLI)
 from xlt.utils.errors import XltError
 
 

@@ -7,7 +7,7 @@ from typing import Optional
 
 import click
 
-from xlt.align_settings import AlignSettings, WordSettings
+from xlt.analysis.align_settings import AlignSettings, WordSettings
 from xlt.cli.options import OutputPath, build_config, dataclass_options
 
 RUN_HELP = "Model of the source side: an xlt run directory (xlt pretrain), a transformers model directory, or hf:NAME."

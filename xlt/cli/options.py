@@ -19,9 +19,13 @@ import click
 
 from xlt.utils.errors import EXIT_USAGE, XltError
 
-# The same text as xlt.utils.device.DEVICE_HELP (a test keeps them equal); that module imports torch,
-# which the help of a command with --device must not wait for.
+# Defined here, not beside resolve_device in xlt.utils.device: that module imports torch, which the
+# help of a command with --device must not wait for, and the help texts are the CLI's.
 DEVICE_HELP = "torch device: auto (CUDA when present, else CPU), cpu, cuda or cuda:N"
+
+# The help of a setting that several commands' dataclasses share, for a field whose metadata has none
+# (the library's settings then need nothing from the CLI).
+SHARED_HELP = {"device": DEVICE_HELP}
 
 
 def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
@@ -33,7 +37,7 @@ def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
 
 def _option(field: dataclasses.Field, tp: Any, required: bool, metavar: Optional[str] = None) -> Callable:
     name = "--" + field.name.replace("_", "-")
-    help_text = field.metadata.get("help", "")
+    help_text = field.metadata.get("help", SHARED_HELP.get(field.name, ""))
     metavar = metavar or field.metadata.get("metavar")
     has_default = field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING
     default = field.default if field.default is not dataclasses.MISSING else None

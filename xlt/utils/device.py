@@ -6,8 +6,6 @@ import torch
 
 from xlt.utils.errors import XltError
 
-DEVICE_HELP = "torch device: auto (CUDA when present, else CPU), cpu, cuda or cuda:N"
-
 
 def resolve_device(name: str | torch.device) -> torch.device:
     """auto: CUDA when present, else CPU; a CUDA device asked for on a machine without one is an error."""

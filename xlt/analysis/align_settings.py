@@ -1,8 +1,9 @@
 """The typed settings of ``xlt align`` (:class:`AlignSettings`, :class:`WordSettings`) and their defaults.
 
-They live outside :mod:`xlt.analysis` because ``xlt align --help`` builds its options from them:
-every analysis module imports numpy and torch (about 2 s), which the help must not wait for. Nothing
-here imports either; the device is resolved (torch) when a setting is built, not at import.
+``xlt align --help`` builds its options from them, and must not wait for numpy and torch (about 2 s),
+which every other analysis module imports: nothing here imports either (nor does the package's
+``__init__``); the device is resolved (torch) when a setting is built, not at import. The help of
+``--device`` is the CLI's own (:data:`xlt.cli.options.SHARED_HELP`), like that of every command.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from xlt.cli.options import DEVICE_HELP
 from xlt.utils.errors import XltError, require_file
 from xlt.utils.textio import check_output_paths
 
@@ -32,7 +32,7 @@ class AlignSettings:
     csls_k: int = field(default=CSLS_K, metadata={"help": "Neighbourhood size of CSLS (MUSE: 10)."})
     block_size: int = field(default=BLOCK_SIZE, metadata={"help": "Rows per block in nearest-neighbour search."})
     batch_size: int = field(default=32, metadata={"help": "Sentences per forward pass."})
-    device: str = field(default="auto", metadata={"help": DEVICE_HELP})
+    device: str = "auto"   # help: the CLI's DEVICE_HELP
     checkpoint: str = field(default="best", metadata={
         "help": "Checkpoint of each xlt run: best or last (a transformers model has one)."})
 
