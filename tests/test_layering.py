@@ -31,10 +31,6 @@ LAYERS: list[list[str]] = [
     ["xlt.__main__"],
 ]
 
-# Arrows that still run up, each named exactly (importer, imported module), to be removed as issue 29
-# moves them; an entry that no longer occurs fails, so the list only shrinks.
-KNOWN_UPWARD: set[tuple[str, str]] = set()
-
 
 def module_name(path: Path, package_dir: Path = PACKAGE) -> str:
     parts = path.relative_to(package_dir.parent).with_suffix("").parts
@@ -87,7 +83,7 @@ def upward(graph: dict[str, set[str]]) -> list[str]:
             here, there = unit(name), unit(target)
             if here == there:
                 continue
-            if LAYER_OF[there] >= LAYER_OF[here] and (name, target) not in KNOWN_UPWARD:
+            if LAYER_OF[there] >= LAYER_OF[here]:
                 found.append(f"{name} imports {target} ({here} is in layer {LAYER_OF[here]}, "
                              f"{there} in layer {LAYER_OF[there]})")
     return sorted(found)
@@ -138,12 +134,6 @@ def test_the_package_face_imports_nothing():
 
 def test_no_import_runs_up_or_sideways():
     assert not upward(edges()), "\n".join(upward(edges()))
-
-
-def test_the_known_upward_imports_still_exist():
-    """So that fixing one also removes it from :data:`KNOWN_UPWARD`."""
-    graph = edges()
-    assert not sorted(pair for pair in KNOWN_UPWARD if pair[1] not in graph.get(pair[0], set()))
 
 
 def test_no_import_loops():
