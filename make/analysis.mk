@@ -42,7 +42,7 @@ TOKEN_SET_BYTES ?= 10000000
 MODEL_XNLI_ARGS ?= $(XNLI_ARGS)
 # The model's number of layers, from its config (hf:NAME: the hub or its cache); LIU_DEPTH=N skips this.
 ifeq ($(origin LIU_DEPTH),undefined)
-LIU_DEPTH := $(shell $(PY) -c 'import sys; from xlt.model.protocol import model_depth; print(model_depth(sys.argv[1]))' \
+LIU_DEPTH := $(shell $(PY) -c 'import sys; from xlt.model.spec import model_depth; print(model_depth(sys.argv[1]))' \
                '$(MODEL)' 2>&1 | tail -n 1)
 no_digits = $(subst 0,,$(subst 1,,$(subst 2,,$(subst 3,,$(subst 4,,$(subst 5,,$(subst 6,,$(subst 7,,$(subst 8,,$(subst 9,,$(1)))))))))))
 ifneq ($(words $(LIU_DEPTH))$(call no_digits,$(LIU_DEPTH)),1)

@@ -321,26 +321,14 @@ def test_equal_copies_init_starts_the_language_copies_equal_and_is_recorded(inpu
         assert json.loads((tmp_path / f"run{equal}" / "config.json").read_text())["config"]["equal_copies_init"] == equal
 
 
-def test_a_compiled_run_trains_as_the_eager_one_and_resumes_without_compiling(inputs, tmp_path):
-    """--compile changes how the step is scheduled, not what it computes: the weights stay within
-    float rounding of the eager run's, the checkpoints keep the model's parameter names (no
-    torch.compile wrapper prefix), and a compiled run resumes eagerly (and the other way round).
-    Without dropout: compiled code draws its dropout masks from another generator."""
-    eager, compiled = tmp_path / "eager", tmp_path / "compiled"
-    args = [*inputs["args"], "--dropout", "0"]
-    run_xlt("pretrain", "--run-dir", eager, *args, *tiny_args(6), check=True)
-    run_xlt("pretrain", "--run-dir", compiled, *args, *tiny_args(3), "--compile", check=True)
-    run_xlt("pretrain", "--run-dir", compiled, *args, *tiny_args(6), check=True)
-    a, b = weights(eager), weights(compiled)
-    assert a.keys() == b.keys()
-    for name in a:
-        if name.endswith("attention.qkv.bias"):
-            # The key bias adds the same score to every key, so the softmax cancels it: its gradient
-            # is rounding noise that Adam scales up to lr-sized steps. Only the key third may differ,
-            # by at most lr (1e-3) per step.
-            (qa, ka, va), (qb, kb, vb) = a[name].chunk(3), b[name].chunk(3)
-            torch.testing.assert_close(torch.cat([qb, vb]), torch.cat([qa, va]), rtol=1e-4, atol=1e-5)
-            assert (ka - kb).abs().max() <= 6 * 1e-3
-        else:
-            torch.testing.assert_close(b[name], a[name], rtol=1e-4, atol=1e-5, msg=name)
-    assert json.loads((compiled / "config.json").read_text())["config"]["compile"] is False  # the last start's
+def test_compile_is_for_cuda_and_a_cpu_run_asked_for_it_trains_as_the_eager_one(inputs, tmp_path):
+    """--compile is a CUDA speed-up (measured on an H200, bench/README.md); on the CPU torch 2.13's
+    inductor code gave NaN losses under ATEN_CPU_CAPABILITY=avx2, so a CPU run says it trains eagerly
+    and does, bit for bit, and the setting may change when a run resumes."""
+    eager, asked = tmp_path / "eager", tmp_path / "asked"
+    run_xlt("pretrain", "--run-dir", eager, *inputs["args"], *tiny_args(6), check=True)
+    first = run_xlt("pretrain", "--run-dir", asked, *inputs["args"], *tiny_args(3), "--compile", check=True)
+    assert "--compile applies to CUDA only" in first.stderr
+    run_xlt("pretrain", "--run-dir", asked, *inputs["args"], *tiny_args(6), check=True)
+    assert_same_weights(weights(eager), weights(asked))
+    assert json.loads((asked / "config.json").read_text())["config"]["compile"] is False  # the last start's

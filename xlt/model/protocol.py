@@ -112,10 +112,3 @@ def state_sha256(module) -> str:
         digest.update(t.reshape(-1).view(torch.uint8).numpy())  # flat: a 0-d tensor has no byte view
     return digest.hexdigest()
 
-
-def model_depth(spec: str) -> int:
-    """make/analysis.mk still imports :func:`xlt.model.spec.model_depth` from here (that file is being
-    edited elsewhere); this delegate goes once it names ``xlt.model.spec``."""
-    from xlt.model.spec import model_depth as depth
-
-    return depth(spec)

@@ -79,7 +79,7 @@ class Pretrainer:
         self.ddp_model = self._wrap_ddp(self.model)
         # Training steps go through the compiled wrapper; self.model (evaluation, checkpoints) keeps
         # its parameter names, so a compiled run's checkpoints load anywhere.
-        self.train_model = torch.compile(self.ddp_model) if cfg.compile else self.ddp_model
+        self.train_model = torch.compile(self.ddp_model) if self._compiles() else self.ddp_model
 
         # Fused on CUDA: one kernel updates every tensor (measured in bench/bench_model_flops.py);
         # the CPU keeps the default path, so CPU runs stay bit for bit what they were.
@@ -140,6 +140,16 @@ class Pretrainer:
         has_specific = any(True for _ in model.encoder.language_specific_parameters())
         ids = [self.d.device.index] if self.d.device.type == "cuda" else None
         return DistributedDataParallel(model, device_ids=ids, find_unused_parameters=has_specific)
+
+    def _compiles(self) -> bool:
+        """--compile on CUDA only. On the CPU, torch 2.13's inductor code gave NaN losses under
+        ATEN_CPU_CAPABILITY=avx2 and once corrupted the heap (2026-11-27), and the small CPU models
+        gain nothing from it: the run trains eagerly and says so."""
+        if self.cfg.compile and self.d.device.type != "cuda":
+            if self.d.is_main:
+                log.info("--compile applies to CUDA only: training eagerly on the CPU")
+            return False
+        return self.cfg.compile
 
     def _autocast_dtype(self) -> Optional[torch.dtype]:
         p, dev = self.cfg.precision, self.d.device.type
