@@ -62,6 +62,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--vocab-size", type=int, default=30000)
     ap.add_argument("--precision", default="auto")
+    ap.add_argument("--compile", action="store_true", help="xlt pretrain --compile (CUDA only)")
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -71,7 +72,7 @@ def main() -> None:
                              dev={l: paths[(l, "dev")] for l in ("en", "fr")}, preset=args.preset,
                              sharing=args.sharing, batch_size=args.batch, stream_len=args.stream_len,
                              max_steps=args.steps, warmup_steps=10, eval_every=10**9, save_every=10**9,
-                             log_every=5, precision=args.precision)
+                             log_every=5, precision=args.precision, compile=args.compile)
         trainer = Pretrainer(cfg, str(root / "run"), distributed.setup())  # finds the GPU as xlt pretrain does
         device = trainer.d.device
         t0 = time.perf_counter()
@@ -85,7 +86,7 @@ def main() -> None:
         dtype = "bf16" if trainer.autocast_dtype == torch.bfloat16 else "fp32"
         peak = matmul_peak_tflops(device, dtype)  # measured on this device, as bench_model_flops does
         achieved = flops * tokens_per_s / 1e12
-        print(f"device {device} ({dtype}), preset {args.preset}, sharing {args.sharing}, "
+        print(f"device {device} ({dtype}{', compiled' if args.compile else ''}), preset {args.preset}, sharing {args.sharing}, "
               f"batch {args.batch} x {args.stream_len}, {args.steps} steps")
         print(f"model FLOPs per token (training): {flops / 1e6:.1f} MFLOP")
         print(f"tokens/s (median of steady windows): {tokens_per_s:,.0f}")

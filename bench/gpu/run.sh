@@ -3,7 +3,8 @@
 # that issues #3 and #4 ask for, one log per benchmark under $OUT (default build/gpu-bench/out).
 #   1. FLOPs per token and MFU of one wu2020 training step (batch 96 x 256, bf16)
 #   2. xlt against transformers' BertForMaskedLM of the same size, interleaved steps
-#   3. the whole pretraining loop (streams, masking, checkpoints): tokens/s, MFU, data wait
+#   3. the whole pretraining loop (streams, masking, checkpoints): tokens/s, MFU, data wait; again
+#      with --compile (pretrain_compiled: measured on the step alone so far)
 #   4. the same loop at SCALE=gpu's settings (batch 64), for the reproduction guide's runtime estimate
 #   5. fine-tuning throughput per task (sentences/s) and padding waste
 #   6. cuda_paths: every command's device path on a tiny model (bench/gpu/cuda_paths.sh)
@@ -24,7 +25,7 @@ GPU_SCALE_BATCH=${GPU_SCALE_BATCH:-64}  # scales/gpu.mk's BATCH
 DEVICE=${DEVICE:-cuda}
 LIMIT=${LIMIT:-240}
 export XLT_DEVICE=$DEVICE  # the pretraining loop finds CUDA itself; this lets DEVICE=cpu check the script
-wanted=" ${*:-flops vs_transformers pretrain pretrain_gpu_scale finetune cuda_paths curve} "
+wanted=" ${*:-flops vs_transformers pretrain pretrain_compiled pretrain_gpu_scale finetune cuda_paths curve} "
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 if compgen -G ".whl/*.whl" >/dev/null; then
@@ -48,6 +49,7 @@ bench() {  # bench NAME COMMAND...: if asked for, run with a time limit, keep a 
 bench flops "$PY" bench/bench_model_flops.py --preset "$PRESET" --batch "$BATCH" --vocab-size 80000 --dtype bf16 --steps 10 --device "$DEVICE" --profile
 bench vs_transformers "$PY" bench/bench_vs_transformers.py --preset "$PRESET" --batch "$BATCH" --vocab-size 80000 --dtype bf16 --steps 10 --device "$DEVICE"
 bench pretrain "$PY" bench/bench_pretrain.py --preset "$PRESET" --batch "$BATCH" --stream-len 256 --vocab-size 80000 --steps 60 --precision bf16
+bench pretrain_compiled "$PY" bench/bench_pretrain.py --preset "$PRESET" --batch "$BATCH" --stream-len 256 --vocab-size 80000 --steps 60 --precision bf16 --compile
 bench pretrain_gpu_scale "$PY" bench/bench_pretrain.py --preset "$PRESET" --batch "$GPU_SCALE_BATCH" --stream-len 256 --vocab-size 40000 --steps 60 --precision auto
 bench finetune "$PY" bench/bench_finetune.py --preset "$PRESET" --device "$DEVICE" --data-dir build/gpu-bench/data --examples 2048
 bench cuda_paths env DEVICE="${DEVICE/cuda/auto}" PYTHON="$PY" bash bench/gpu/cuda_paths.sh
