@@ -37,6 +37,8 @@ from typing import Iterable, Iterator, Optional
 
 import regex
 
+from xlt.text.fake import to_english as _to_english
+from xlt.text.fake import to_fake as _to_fake
 from xlt.utils import log
 from xlt.utils.errors import PathLike, XltError
 from xlt.utils.textio import atomic_output, read_json, read_lines, write_json
@@ -147,9 +149,7 @@ class Tokenizer:
     def tokenize(self, line: str) -> str:
         """One line of raw text -> its tokens joined by single spaces (never a line break)."""
         if self._fake:
-            from xlt.text.fake import to_english, to_fake
-
-            return to_fake(self._tokenize(to_english(line)))
+            return _to_fake(self._tokenize(_to_english(line)))
         return self._tokenize(line)
 
     def _tokenize(self, line: str) -> str:
