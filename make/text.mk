@@ -69,8 +69,9 @@ FAKE_EMPTY = Fake-English needs English text beyond en's training slice, and its
   before byte $(1) (TRAIN_BYTES=$(strip $(TRAIN_BYTES))): set CORPUS_fake to other English text of TRAIN_BYTES \
   + DEV_BYTES (make ... CORPUS_fake=/data/more-english.txt.xz), or use SCALE=smoke or SCALE=demo
 # Checked before any work where LANGS has fake and the corpus is there (xz's index has its size;
-# the blank lines that it also counts are few), and after slicing in any case.
-corpus_bytes = $(shell xz --robot --list $(1) 2>/dev/null | awk '$$1 == "totals" { print $$5 }')
+# the blank lines that it also counts are few), and after slicing in any case. The size is read off
+# the "file" line: for a missing file xz 5.4 still prints a "totals" line, of 0 bytes.
+corpus_bytes = $(shell xz --robot --list $(1) 2>/dev/null | awk '$$1 == "file" { print $$5 }')
 FAKE_DEV_START = $(call bytes,$(FAKE_START) + $(TRAIN_BYTES))
 ifneq ($(filter fake,$(LANGS)),)
 $(if $(shell s='$(call corpus_bytes,$(CORPUS_fake))'; [ -n "$$s" ] && [ $(FAKE_DEV_START) -ge "$$s" ] && echo short), \

@@ -228,16 +228,26 @@ def slice_bounds(line: str) -> tuple[int, int]:
     return lo, hi
 
 
+def english_corpus(path, lines: int):
+    """An xz corpus of ``lines`` English lines (25 bytes each): the Fake-English checks read its size,
+    so the tests need no fetched data and do not depend on the size of the mirror's corpus."""
+    with path.open("wb") as f:
+        subprocess.run(["xz", "-c"], input=b"one line of English text\n" * lines, stdout=f, check=True)
+    return path
+
+
 def test_the_fake_english_table_reuses_every_rule_with_its_own_text_and_task_files(tmp_path):
     work = tmp_path / "w"
-    plan = "\n".join(dry_run(work, "SCALE=smoke", "LANGS=fake", "reproduce-table1")).replace("\\\n", " ")
+    english = english_corpus(tmp_path / "english.txt.xz", 200_000)   # 5 MB: past SCALE=smoke's 4.2 MB
+    plan = "\n".join(dry_run(work, "SCALE=smoke", "LANGS=fake", f"CORPUS_en={english}",
+                             "reproduce-table1")).replace("\\\n", " ")
     lines = plan.splitlines()
     # English's and Fake-English's text: adjacent, disjoint stretches of the same corpus; the fake ones mapped
     slices = {re.findall(r"/raw/(\w+\.\w+)", line)[-1]: line for line in lines if "-v lo=" in line}   # by output
     assert {name: slice_bounds(line) for name, line in slices.items()} == {
         "en.dev": (0, 100000), "en.train": (100000, 2100000), "fake.train": (2100000, 4100000),
         "fake.dev": (4100000, 4200000)}
-    assert all(line.startswith("xz -dc data/mono/en/enwiki_") for line in slices.values())
+    assert all(line.startswith(f"xz -dc {english} ") for line in slices.values())
     for split in ("train", "dev"):   # without the lines English's slices have too (Wikipedia repeats some)
         assert re.search(rf"awk .* {work}/raw/en.dev {work}/raw/en.train - \| .venv/bin/xlt -q fake-english "
                          rf"--format text -o {work}/raw/fake.{split}.tmp$", slices[f"fake.{split}"])
@@ -281,9 +291,7 @@ def test_the_fake_english_table_reuses_every_rule_with_its_own_text_and_task_fil
 
 def test_fake_english_refuses_a_scale_whose_english_slice_takes_the_whole_corpus(tmp_path):
     # A small English corpus of our own: the check reads its size, so it needs no fetched data.
-    english = tmp_path / "english.txt.xz"
-    with english.open("wb") as f:
-        subprocess.run(["xz", "-c"], input=b"an English line\n" * 1000, stdout=f, check=True)
+    english = english_corpus(tmp_path / "english.txt.xz", 1000)
     env = {k: v for k, v in os.environ.items() if k not in LEAKING}
     for scale in ("cpu", "gpu"):
         proc = subprocess.run(["make", "-n", f"W={tmp_path}", f"SCALE={scale}", "LANGS=fake", f"CORPUS_en={english}",
@@ -291,10 +299,11 @@ def test_fake_english_refuses_a_scale_whose_english_slice_takes_the_whole_corpus
         assert proc.returncode != 0 and proc.stdout == ""
         assert "Fake-English needs English text beyond en's training slice" in proc.stderr
         assert "set CORPUS_fake to other English text" in proc.stderr and "SCALE=smoke or SCALE=demo" in proc.stderr
+    # a corpus not fetched yet: the plan is made (its slicing stops on the missing file, as every language's)
+    assert dry_run(tmp_path / "w", "SCALE=smoke", "LANGS=fake", f"XLT_DATA={tmp_path / 'not-fetched'}",
+                   "reproduce-table1")
     # other English text: Fake-English's slices start at its beginning
-    other = tmp_path / "other.txt.xz"
-    with other.open("wb") as f:   # SCALE=smoke's TRAIN_BYTES + DEV_BYTES: 2.1 MB
-        subprocess.run(["xz", "-c"], input=b"one line of English text\n" * 90000, stdout=f, check=True)
+    other = english_corpus(tmp_path / "other.txt.xz", 90_000)   # SCALE=smoke's TRAIN_BYTES + DEV_BYTES: 2.1 MB
     lines = dry_run(tmp_path / "w", "SCALE=smoke", "LANGS=fake", f"CORPUS_fake={other}", "reproduce-table1")
     fake = [line for line in lines if str(other) in line and "-v lo=" in line]
     assert sorted(slice_bounds(line) for line in fake) == [(0, 2000000), (2000000, 2100000)]
