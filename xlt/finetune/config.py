@@ -21,6 +21,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional
 
+from xlt.utils.checkpoint_names import check_checkpoint_name
 from xlt.utils.errors import XltError, require_file
 from xlt.utils.typed import conform, help_field
 
@@ -86,7 +87,6 @@ def layout_file(task: str, data_dir: Optional[str], lang: str, split: str) -> st
 
 # "untrained" is the honest baseline the papers lack: what fine-tuning alone reaches with the same
 # architecture, vocabulary and settings, so a score can be read as what pretraining bought.
-CHECKPOINTS = ("best", "last", "untrained")
 
 
 @dataclass(frozen=True)
@@ -128,7 +128,8 @@ class FinetuneConfig:
                             "static:FILE: frozen word vectors (word2vec text format) under a BiLSTM-max encoder, "
                             "the XNLI paper's baseline", metavar="MODEL")
     output: str = help_field("results directory: results.json, summary.md and runs/<hash>/ per run", metavar="DIR")
-    checkpoint: str = help_field("which pretrained checkpoint to start from: best (dev perplexity), last, or "
+    checkpoint: str = help_field("which pretrained checkpoint to start from: best (dev perplexity), last, a "
+                                 "snapshot step-N (xlt pretrain --snapshot-every), or "
                                  "untrained (the run's architecture and vocabulary, freshly initialised: the "
                                  "no-pretraining control); a transformers model: best (its weights) or untrained "
                                  "(its config under its own initialisation)", default="best")
@@ -251,8 +252,7 @@ class FinetuneConfig:
             raise XltError("--freeze-bottom must be 0 or more")
         if self.lang_embedding_at_test not in LANG_EMBEDDING_AT_TEST:
             raise XltError(f"--lang-embedding-at-test must be one of {', '.join(LANG_EMBEDDING_AT_TEST)}")
-        if self.checkpoint not in CHECKPOINTS:
-            raise XltError(f"--checkpoint must be one of {', '.join(CHECKPOINTS)}, got {self.checkpoint!r}")
+        check_checkpoint_name(self.checkpoint, also=("untrained",))
         if self.precision not in ("auto", "fp32", "bf16"):
             raise XltError(f"--precision must be auto, fp32 or bf16, got {self.precision!r}")
         if (self.shift_layer is None) != (not self.shift):
