@@ -26,6 +26,7 @@ LAYERS: list[list[str]] = [
     ["xlt.pretrain", "xlt.embed"],    # what makes representations: MLM pretraining, static embeddings
     ["xlt.loader"],                   # --model -> a TextModel of any kind (an xlt run or a transformers model)
     ["xlt.analysis", "xlt.finetune"],  # what uses representations; neither imports the other
+    ["xlt.track"],                    # every snapshot of a run through the analyses and fine-tuning
     ["xlt.report"],                   # the papers' tables and figures from the results
     ["xlt.cli"],
     ["xlt.__main__"],

@@ -38,6 +38,7 @@ SUBCOMMANDS = {
     "shift-decode": "xlt.cli.analysis:shift_decode",
     "export": "xlt.cli.export:export",
     "report": "xlt.cli.report:report",
+    "track": "xlt.cli.track:track",
 }
 
 # name -> the command's short help (its docstring's first sentence), so that `xlt --help` lists the
@@ -61,6 +62,7 @@ SHORT_HELP = {
     "shift-decode": "Mean of Language, mean difference shift, unsupervised token translation (Liu et al., 2020, §4).",
     "export": "Export an xlt run to Hugging Face transformers (`xlt export hf`).",
     "report": "Lay result files out as the papers' tables, with the papers' numbers and findings.",
+    "track": "Evaluate each new pretraining snapshot (checkpoints/step-N.pt) into tracking records.",
 }
 
 QUIET_HELP = "No logs or progress bars on stderr."

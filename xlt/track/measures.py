@@ -1,0 +1,174 @@
+"""The measures of one snapshot, each through the library function that computes it elsewhere.
+
+* dev_ppl -- :meth:`xlt.pretrain.trainer.Pretrainer.evaluate` on the run's own dev stores and
+  settings (the same masks as pretraining's valid_*_mlm_ppl), its unigram perplexity the bound;
+* cka -- :func:`xlt.analysis.cka.per_layer_cka` of :func:`xlt.analysis.extract.sentence_vectors`
+  of the parallel sentences (Figure 7's measure);
+* word_p1 / word_mrr -- :func:`xlt.analysis.align.evaluate_spaces` in the joint space (no map, Liu et
+  al.): layer 0 on the token embedding table (:func:`~xlt.analysis.align.embedding_space`), layers
+  1..L on mean contextual word vectors over the parallel corpus (:func:`~xlt.analysis.align.contextual_space`);
+  P@1 by cosine over the whole target space, MRR among the dictionary's target words;
+* sentence_p1 -- Tatoeba: each target sentence's nearest source sentence by cosine of the mean-pooled
+  vectors (:func:`xlt.analysis.retrieval.topk_cosine`), as XTREME, no map;
+* lang_id -- the language-identity signal (Liu et al. 2020: language means differ): the share of
+  sentences of both languages that lie nearer their own language's mean vector than the other's;
+* ner_f1 -- :func:`xlt.finetune.runner.finetune` on the source language's NER data from this
+  snapshot (the random encoder: ``--checkpoint untrained``), test F1 of the source and the target.
+
+Each returns rows ``(lang, layer, value, own_bound)``; ``own_bound`` is dev_ppl's unigram, else None.
+Shapes: L + 1 layers (0 = embeddings), N sentences, D = d_model.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from xlt.utils.errors import XltError
+
+# xlt.track.tracker.RunTracker: its run, languages, settings, data and device (not imported: it imports this module)
+RunTracker = Any
+Row = tuple[Optional[str], Optional[int], float, Optional[float]]
+HIGHER_IS_BETTER = {"dev_ppl": False, "cka": True, "word_p1": True, "word_mrr": True, "sentence_p1": True,
+                    "lang_id": True, "ner_f1": True}
+
+
+class Deferred(Exception):
+    """A measure that cannot be computed yet (its input is not written yet); the next invocation will."""
+
+
+class SnapshotEval:
+    """One snapshot's model (a :class:`~xlt.track.textmemo.MemoText`) and what its measures share:
+    the sentence vectors of each data set and language, and the word retrieval results."""
+
+    def __init__(self, tracker: RunTracker, name: str, model):
+        self.tracker, self.name, self.model = tracker, name, model
+        self._vectors: dict[tuple[str, str], np.ndarray] = {}
+        self._words: Optional[dict[int, dict]] = None
+
+    def sentences(self, which: str, side: int) -> np.ndarray:
+        """Mean-pooled sentence vectors of the data set ``which`` (parallel, tatoeba), side 0 (source)
+        or 1 (target): float32 [L+1, N, D]."""
+        from xlt.analysis.extract import sentence_vectors
+
+        t = self.tracker
+        lang = (t.source, t.target)[side]
+        if (which, lang) not in self._vectors:
+            lines = getattr(t.data, which)[side]
+            self._vectors[which, lang] = sentence_vectors(self.model, lang, lines, None, t.cfg.batch_size, t.device)
+        return self._vectors[which, lang]
+
+    def word_results(self) -> dict[int, dict]:
+        """Word retrieval per layer: {layer: evaluate_spaces' result of that layer}."""
+        if self._words is None:
+            self._words = word_retrieval(self.tracker, self.model)
+        return self._words
+
+
+def dev_ppl(t: RunTracker, s: SnapshotEval) -> list[Row]:
+    from xlt.pretrain.checkpoint import load_model_weights
+
+    trainer = t.pretrainer()
+    load_model_weights(trainer.model, s.model.model.state_dict(), s.name)
+    ppl = trainer.evaluate()
+    return [(lang, None, value, trainer.unigram_ppl.get(lang)) for lang, value in ppl.items()]
+
+
+def cka(t: RunTracker, s: SnapshotEval) -> list[Row]:
+    from xlt.analysis.cka import per_layer_cka
+
+    values = per_layer_cka(s.sentences("parallel", 0), s.sentences("parallel", 1))
+    return [(t.target, layer, float(v), None) for layer, v in enumerate(values)]
+
+
+def sentence_p1(t: RunTracker, s: SnapshotEval) -> list[Row]:
+    from xlt.analysis.retrieval import topk_cosine
+
+    source, target = s.sentences("tatoeba", 0), s.sentences("tatoeba", 1)
+    expected = np.arange(source.shape[1])
+    rows = []
+    for layer in range(source.shape[0]):
+        _, nearest = topk_cosine(target[layer], source[layer], k=1, device=t.device)  # xx -> en, as XTREME
+        rows.append((t.target, layer, float((nearest[:, 0] == expected).mean()), None))
+    return rows
+
+
+def nearer_mean_accuracy(a: np.ndarray, b: np.ndarray) -> float:
+    """Share of the rows of a [N,D] and b [M,D] nearer (Euclidean) their own set's mean than the other's."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    mean_a, mean_b = a.mean(axis=0), b.mean(axis=0)
+
+    def own_nearer(x: np.ndarray, own: np.ndarray, other: np.ndarray) -> np.ndarray:
+        return ((x - own) ** 2).sum(axis=1) < ((x - other) ** 2).sum(axis=1)
+
+    hits = own_nearer(a, mean_a, mean_b).sum() + own_nearer(b, mean_b, mean_a).sum()
+    return float(hits / (len(a) + len(b)))
+
+
+def lang_id(t: RunTracker, s: SnapshotEval) -> list[Row]:
+    which = "parallel" if t.data.parallel is not None else "tatoeba"
+    source, target = s.sentences(which, 0), s.sentences(which, 1)
+    return [(t.target, layer, nearer_mean_accuracy(source[layer], target[layer]), None)
+            for layer in range(source.shape[0])]
+
+
+def word_retrieval(t: RunTracker, model) -> dict[int, dict]:
+    """Layer 0: the embedding tables; layers 1..L: contextual words of the parallel corpus (if given)."""
+    from xlt.analysis.align import contextual_space, embedding_space, evaluate_spaces
+    from xlt.analysis.align_settings import AlignSettings, WordSettings
+
+    settings = AlignSettings(batch_size=t.cfg.batch_size, device=str(t.device))
+    word = WordSettings(map="none", csls=False)
+    pairs, dictionary = t.data.dictionary_pairs, t.cfg.dictionary
+    source, source_key = embedding_space(model, t.source, [p[0] for p in pairs], "mean")
+    target, target_key = embedding_space(model, t.target, [p[1] for p in pairs], "mean")
+    found = evaluate_spaces(source, target, None, dictionary, settings, word, [0], source_key.get, target_key.get)
+    results = {0: found["results"][0]}
+    if t.corpora is not None:
+        layers = list(range(1, model.n_layers + 1))
+        n, words = len(t.data.parallel[0]), t.cfg.max_words
+        source = contextual_space(model, t.source, t.corpora[0], n, words, layers, "mean", settings)
+        target = contextual_space(model, t.target, t.corpora[1], n, words, layers, "mean", settings)
+        found = evaluate_spaces(source, target, None, dictionary, settings, word, layers,
+                                lambda w: " ".join(model.split_words(t.source, w)),
+                                lambda w: " ".join(model.split_words(t.target, w)))
+        results.update({r["layer"]: r for r in found["results"]})
+    return results
+
+
+def word_p1(t: RunTracker, s: SnapshotEval) -> list[Row]:
+    return [(t.target, layer, r["nn"]["p@1"], None) for layer, r in sorted(s.word_results().items())]
+
+
+def word_mrr(t: RunTracker, s: SnapshotEval) -> list[Row]:
+    return [(t.target, layer, r["mrr"], None) for layer, r in sorted(s.word_results().items())]
+
+
+def ner_f1(t: RunTracker, s: SnapshotEval) -> list[Row]:
+    from xlt.finetune.config import FinetuneConfig
+    from xlt.finetune.runner import EXIT_OK, finetune
+    from xlt.track.config import RANDOM
+    from xlt.track.snapshots import run_slug
+
+    cfg = t.cfg
+    checkpoint = "untrained" if s.name == RANDOM else s.name
+    if checkpoint == "untrained" and not os.path.exists(os.path.join(t.run, "checkpoints", "best.pt")):
+        # xlt finetune builds its untrained encoder from best.pt's architecture, written at the first evaluation.
+        raise Deferred("the untrained control needs checkpoints/best.pt, not written yet")
+    output = os.path.join(t.track_dir, "ner", run_slug(t.run), s.name)
+    outcome = finetune(FinetuneConfig(
+        task="ner", model=t.run, output=output, checkpoint=checkpoint, source=t.source, targets=[t.target],
+        data_dir=t.ner_dir, batch_size=[cfg.ner_batch_size], encoder_lr=[cfg.ner_lr], seeds=[12],
+        epochs=cfg.ner_epochs, device=str(t.device), keep_weights=False, predictions=False))
+    if outcome.exit_code != EXIT_OK:
+        raise XltError(f"NER fine-tuning from {s.name} did not finish (exit {outcome.exit_code}); see its "
+                       "runs/*/error.txt", output)
+    selected = outcome.results["summary"]["selected"]["variants"]["plain"]
+    return [(lang, None, selected[lang]["test"]["mean"], None) for lang in (t.source, t.target)]
+
+
+MEASURE_FUNCTIONS: dict[str, Callable[[RunTracker, SnapshotEval], list[Row]]] = {
+    "dev_ppl": dev_ppl, "cka": cka, "word_p1": word_p1, "word_mrr": word_mrr, "sentence_p1": sentence_p1,
+    "lang_id": lang_id, "ner_f1": ner_f1}

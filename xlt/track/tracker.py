@@ -1,0 +1,220 @@
+"""``xlt track``: bring the records of every run's snapshots up to date, one snapshot at a time.
+
+Per run: its random encoder first (snapshot ``random``: every bound; another tracker computing it is
+waited for, since every snapshot's records carry its values), then each ``step-N`` snapshot in step
+order whose records lack a measure. A snapshot is held under its lock (:func:`~xlt.track.snapshots.snapshot_lock`)
+while evaluated; one another process holds is skipped, and the records are read again once the lock
+is held, so no measure is computed twice. A snapshot's model is loaded only when it has work left:
+an invocation with nothing new loads no model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Optional
+
+from xlt.track.config import MEASURES, NEEDS, RANDOM, RANDOM_SEED, TrackConfig
+from xlt.track.data import TrackData, load_data, prepare_ner
+from xlt.track.measures import HIGHER_IS_BETTER, MEASURE_FUNCTIONS, Deferred, SnapshotEval
+from xlt.track.records import RECORDS, Record, RecordIndex, append_records
+from xlt.track.snapshots import list_snapshots, run_slug, snapshot_label, snapshot_lock
+from xlt.track.textmemo import MemoText, TextMemo
+from xlt.utils import log
+from xlt.utils.errors import XltError
+from xlt.utils.textio import atomic_output, make_directory
+
+
+@dataclass
+class TrackSummary:
+    """What one invocation did."""
+
+    records: int = 0
+    evaluated: list[tuple[str, str]] = field(default_factory=list)   # (run, snapshot) with new records
+    busy: list[tuple[str, str]] = field(default_factory=list)        # held by another process, skipped
+    deferred: list[tuple[str, str, str]] = field(default_factory=list)  # (run, snapshot, measure) for later
+
+
+def chosen_measures(cfg: TrackConfig) -> list[str]:
+    """--measures (default all), less those whose data is not given: each said once."""
+    wanted = cfg.measures or list(MEASURES)
+    kept = []
+    for name in MEASURES:
+        if name not in wanted:
+            continue
+        if cfg.has_data(name):
+            kept.append(name)
+        else:
+            log.info(f"{name}: skipped (its data is not given: {NEEDS[name]})")
+    return kept
+
+
+class RunTracker:
+    """One run: its languages, text memo, dev-perplexity evaluator, and its snapshots' evaluation."""
+
+    def __init__(self, cfg: TrackConfig, index: int, measures: list[str], data: TrackData, device,
+                 records: RecordIndex, summary: TrackSummary):
+        self.cfg, self.run, self.label = cfg, cfg.runs[index], cfg.label(index)
+        self.measures, self.data, self.device = measures, data, device
+        self.records, self.summary = records, summary
+        self.track_dir = cfg.output
+        self.source, self.target = cfg.source_lang, None
+        self.corpora: Optional[tuple[str, str]] = None
+        self.ner_dir: Optional[str] = None
+        self.memo: Optional[TextMemo] = None
+        self._pretrainer = None
+
+    # ---- set-up, once a snapshot needs work ------------------------------------------------------
+    def _languages(self, languages: list[str]) -> None:
+        if self.source not in languages:
+            raise XltError(f"--source-lang {self.source!r} is not one of the run's languages "
+                           f"({', '.join(languages)})", self.run)
+        others = [lang for lang in languages if lang != self.source]
+        if len(others) != 1:
+            raise XltError(f"xlt track measures bilingual runs; this one has {', '.join(languages)}", self.run)
+        self.target = others[0]
+
+    def _prepare(self, languages: list[str]) -> None:
+        """Languages, text memo, contextual corpora and NER files: once per run and invocation."""
+        if self.memo is not None:
+            return
+        self._languages(languages)
+        self.memo = TextMemo(os.path.join(self.track_dir, "cache"), self.run)
+        if self.data.parallel is not None and {"word_p1", "word_mrr"} & set(self.measures):
+            self.corpora = tuple(self._corpus_file(lang, lines)
+                                 for lang, lines in zip((self.source, self.target), self.data.parallel))
+        if "ner_f1" in self.measures:
+            self.ner_dir = prepare_ner(self.cfg.ner_data_dir, os.path.join(self.track_dir, "data"),
+                                       [self.source, self.target], self.source, self.cfg.ner_train_sentences,
+                                       self.cfg.max_sentences)
+
+    def _corpus_file(self, lang: str, lines: list[str]) -> str:
+        """The parallel side as a plain file (what contextual_space reads), named by its content."""
+        text = "".join(line + "\n" for line in lines)
+        path = os.path.join(make_directory(os.path.join(self.track_dir, "data")),
+                            f"corpus-{hashlib.sha256(text.encode()).hexdigest()[:16]}.{lang}.txt")
+        if not os.path.exists(path):
+            with atomic_output(path) as f:
+                f.write(text)
+        return path
+
+    def pretrainer(self):
+        """The run's own pretraining set-up (config.json, dev stores, masks), its model to be replaced by
+        each snapshot's weights: dev perplexity is what pretraining's evaluation computes."""
+        if self._pretrainer is None:
+            import typing
+
+            from xlt.pretrain.config import PretrainConfig
+            from xlt.pretrain.distributed import Dist
+            from xlt.pretrain.trainer import Pretrainer
+            from xlt.utils.textio import read_json
+            from xlt.utils.typed import conform
+
+            path = os.path.join(self.run, "config.json")
+            raw = read_json(path, "run description").get("config", {})
+            hints = typing.get_type_hints(PretrainConfig)
+            values = {k: conform(v, hints[k], f"setting {k}", path=path) for k, v in raw.items() if k in hints}
+            # The run's own copy of the vocabulary; codes only segment new text, which dev stores are not.
+            values.update(vocab=os.path.join(self.run, "vocab"), codes={})
+            self._pretrainer = Pretrainer(PretrainConfig(**values), self.run, Dist(device=self.device))
+        return self._pretrainer
+
+    # ---- snapshots -------------------------------------------------------------------------------
+    def missing(self, snapshot: str) -> list[str]:
+        return [m for m in self.measures if not self.records.is_done(self.run, snapshot, m)]
+
+    def track(self) -> None:
+        snapshots = list_snapshots(self.run)
+        if not snapshots:
+            log.info(f"{self.label}: no snapshot yet ({os.path.join(self.run, 'checkpoints', 'step-N.pt')})")
+            return
+        todo = [(step, name) for step, name in snapshots if self.missing(name)]
+        if not todo and not self.missing(RANDOM):
+            log.info(f"{self.label}: {len(snapshots)} snapshot(s), all tracked")
+            return
+        log.info(f"{self.label}: {len(snapshots)} snapshot(s), {len(todo)} with measures to compute")
+        # Waited for: every snapshot's records carry the random encoder's values as their bounds.
+        with snapshot_lock(self.track_dir, self.run, RANDOM, wait=True):
+            self.records.refresh()
+            if self.missing(RANDOM):
+                self.evaluate(RANDOM, None, snapshots[-1][1])
+        with log.progress(f"track {self.label}", total=len(todo), unit="snapshots") as bar:
+            for step, name in todo:
+                with snapshot_lock(self.track_dir, self.run, name) as held:
+                    if not held:
+                        log.info(f"{self.label} {name}: being evaluated by another process, skipped")
+                        self.summary.busy.append((self.run, name))
+                    else:
+                        self.records.refresh()
+                        if self.missing(name):
+                            self.evaluate(name, step, name)
+                bar.advance(1)
+        if self.memo is not None:
+            self.memo.save()
+
+    def _load(self, snapshot: str, checkpoint: str):
+        from xlt.pretrain.pretrained import PretrainedRun
+
+        run = PretrainedRun.load(self.run, checkpoint, self.device)
+        self._prepare(run.languages)
+        if snapshot == RANDOM:
+            run = run.random_like(RANDOM_SEED)
+        return MemoText(run, self.memo)
+
+    def evaluate(self, snapshot: str, step: Optional[int], checkpoint: str) -> None:
+        """Compute and append the measures ``snapshot`` lacks (the random encoder: built on
+        ``checkpoint``'s architecture)."""
+        where = snapshot_label(step, snapshot)
+        evaluation = SnapshotEval(self, snapshot, self._load(snapshot, checkpoint))
+        written = 0
+        for measure in self.missing(snapshot):
+            if snapshot != RANDOM and measure != "dev_ppl" and not self.records.is_done(self.run, RANDOM, measure):
+                log.info(f"{self.label} {where} {measure}: waits for the random encoder's bound")
+                self.summary.deferred.append((self.run, snapshot, measure))
+                continue
+            start = time.perf_counter()
+            try:
+                rows = MEASURE_FUNCTIONS[measure](self, evaluation)
+            except Deferred as e:
+                log.info(f"{self.label} {where} {measure}: later ({e})")
+                self.summary.deferred.append((self.run, snapshot, measure))
+                continue
+            seconds = time.perf_counter() - start
+            records = [Record(self.run, self.label, snapshot, step, measure, lang, layer, value,
+                              own if (own is not None or snapshot == RANDOM)
+                              else self.records.bound(self.run, measure, lang, layer),
+                              HIGHER_IS_BETTER[measure], seconds)
+                       for lang, layer, value, own in rows]
+            append_records(os.path.join(self.track_dir, RECORDS), records)
+            self.records.refresh()
+            written += len(records)
+            log.info(f"{self.label} {where} {measure}: {_describe(rows)} ({seconds:.1f} s)")
+        self.summary.records += written
+        if written:
+            self.summary.evaluated.append((self.run, snapshot))
+        self.memo.save()
+
+
+def _describe(rows) -> str:
+    shown = [f"{lang or ''}{'' if layer is None else f' L{layer}'} {value:.4g}" for lang, layer, value, _ in rows]
+    return ", ".join(shown[:4]) + (f", ... ({len(rows)} values)" if len(shown) > 4 else "")
+
+
+def track(cfg: TrackConfig) -> TrackSummary:
+    """Library entry point of ``xlt track``: every run's new snapshots and measures, recorded."""
+    from xlt.utils.device import resolve_device
+
+    cfg.validate()
+    measures = chosen_measures(cfg)
+    if not measures:
+        raise XltError("no measure to compute: give the data of one (see xlt track --help)")
+    device = resolve_device(cfg.device)
+    make_directory(cfg.output)
+    records = RecordIndex(os.path.join(cfg.output, RECORDS))
+    data = load_data(cfg, measures)
+    summary = TrackSummary()
+    for index in range(len(cfg.runs)):
+        RunTracker(cfg, index, measures, data, device, records, summary).track()
+    return summary
