@@ -6,7 +6,8 @@ from typing import Callable
 
 import click
 
-from xlt.cli.options import OutputPath
+from xlt.cli.options import OutputPath, build_config, dataclass_options
+from xlt.report.dynamics_records import EmergenceRule
 
 LANGS_HELP = "Target languages, comma-separated, in column order."
 PAPER_HELP = "Paper numbers file [default: the one shipped with xlt, xlt/report/paper_numbers.json]."
@@ -217,3 +218,26 @@ def liu_pos(results_dir: str, langs: str, layer: str, paper_numbers, output_dir:
 
     table, plot = lf.pos_table(results_dir, _languages(langs), paper.load(paper_numbers), layer)
     _emit(table, output_dir, plot)
+
+
+@report.command("dynamics", short_help="Tracked measures against pretraining step, and when each emerges.")
+@click.option("--records", "records", required=True, multiple=True, type=click.Path(), metavar="FILE",
+              help="A records.jsonl of `xlt track` (repeatable: every run in the files is overlaid).")
+@click.option("-o", "--output", "output_dir", required=True, type=OutputPath("directory"), metavar="DIR",
+              help="Output directory: dynamics.md, dynamics.csv, dynamics-emergence.csv, dynamics.json and "
+                   "dynamics-MEASURE[-LANG].png.")
+@dataclass_options(EmergenceRule)
+def dynamics(records: tuple[str, ...], output_dir: str, **rule) -> None:
+    """Each tracked measure against pretraining step (log-scaled steps; runs overlaid, each with its
+    random-encoder bound dashed) and, per run, measure, language and layer, the step where it first
+    stays clearly beyond that bound ("emerges at"), with the order in which they emerge: perplexity,
+    alignment or transfer first, and which layer. Prints the "emerges at" tables; see docs/dynamics.md.
+
+    \b
+    Example (two runs overlaid):
+      xlt report dynamics --records work/demo/track/default/records.jsonl \\
+          --records work/demo/track/sep-emb+l1-6/records.jsonl -o work/demo/report/dynamics
+    """
+    from xlt.report.dynamics import report as dynamics_report
+
+    click.echo(dynamics_report(records, output_dir, build_config(EmergenceRule, rule)), nl=False)
