@@ -1,0 +1,278 @@
+"""``xlt track``: records per snapshot and measure, idempotent, lock-safe, bounds once, dev perplexity
+as pretraining computes it, missing data skipped, bad input one error line.
+
+Snapshots are copies of a tiny run's ``last.pt`` under ``step-N.pt`` names (a full checkpoint holds
+every key a weight-only snapshot has); the data are the synthetic grammar's (tests/synthetic.py).
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+import synthetic
+from conftest import assert_one_line_error, run_in_process, run_xlt
+from finetune_hf_data import write_ner
+from pretrain_fixtures import build_inputs, tiny_args
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+FIELDS = {"run", "label", "snapshot", "step", "measure", "lang", "layer", "value", "bound", "higher_is_better",
+          "seconds"}
+LAYERS = [0, 1, 2]  # the tiny preset: embeddings and 2 layers
+# (measure, lang, layer) of one snapshot with parallel sentences, a dictionary and Tatoeba
+EXPECTED = {("dev_ppl", "en", None), ("dev_ppl", "fr", None)} | {
+    (m, "fr", layer) for m in ("cka", "word_p1", "word_mrr", "sentence_p1", "lang_id") for layer in LAYERS}
+RUN_STEPS = 10
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> dict:
+    """A tiny run pretrained for 10 steps (dev perplexity evaluated at 5 and 10) and the data files."""
+    root = tmp_path_factory.mktemp("track")
+    inputs = build_inputs(root / "inputs")
+    run = root / "run"
+    run_xlt("pretrain", "--run-dir", run, *inputs["args"], *tiny_args(RUN_STEPS), check=True)
+    data = root / "data"
+    (data / "tatoeba").mkdir(parents=True)
+    en, fr = synthetic.write_corpus(data, n=60, seed=5)
+    tat_en, tat_fr = synthetic.write_corpus(data / "tatoeba", n=30, seed=7)
+    dictionary = synthetic.write_dictionary(data / "dict.txt")
+    ner = data / "tasks"
+    for lang in ("en", "fr"):
+        (ner / "ner" / "wikiann" / lang).mkdir(parents=True)
+        for split, n, seed in (("train", 40, 1), ("dev", 12, 2), ("test", 12, 3)):
+            write_ner(ner / "ner" / "wikiann" / lang / split, lang, n, seed)
+    return {"root": root, "run": run, "parallel": [str(en), str(fr)], "tatoeba": [str(tat_en), str(tat_fr)],
+            "dictionary": str(dictionary), "ner": str(ner)}
+
+
+def fresh_run(world: dict, tmp_path: Path, steps: tuple[int, ...]) -> Path:
+    """A copy of the tiny run whose snapshots are ``last.pt`` under step-N names."""
+    run = tmp_path / "models" / "default" / "en-fr"
+    shutil.copytree(world["run"], run)
+    for step in steps:
+        add_snapshot(run, step)
+    return run
+
+
+def add_snapshot(run: Path, step: int) -> None:
+    shutil.copy(run / "checkpoints" / "last.pt", run / "checkpoints" / f"step-{step}.pt")
+
+
+def data_args(world: dict) -> list[str]:
+    return ["--parallel", *world["parallel"], "--dictionary", world["dictionary"], "--tatoeba", *world["tatoeba"]]
+
+
+def records(track_dir: Path) -> list[dict]:
+    path = track_dir / "records.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def track(capsys, run: Path, out: Path, *extra: str):
+    res = run_in_process(capsys, "track", "--run", run, "-o", out, "--device", "cpu", *extra)
+    assert res.returncode == 0, res.stderr
+    return res
+
+
+def test_records_per_snapshot_and_measure_then_only_new_ones(world, tmp_path, capsys):
+    run, out = fresh_run(world, tmp_path, (3, 10)), tmp_path / "track"
+    track(capsys, run, out, *data_args(world))
+    first = records(out)
+    assert all(set(r) == FIELDS for r in first)
+    by_snapshot = {}
+    for r in first:
+        by_snapshot.setdefault((r["snapshot"], r["step"]), []).append((r["measure"], r["lang"], r["layer"]))
+    assert set(by_snapshot) == {("random", None), ("step-3", 3), ("step-10", 10)}
+    for keys in by_snapshot.values():
+        assert sorted(keys, key=str) == sorted(EXPECTED, key=str)  # each once
+    assert {r["label"] for r in first} == {"default/en-fr"} and {r["run"] for r in first} == {str(run)}
+    random = {(r["measure"], r["lang"], r["layer"]): r["value"] for r in first if r["snapshot"] == "random"}
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    unigram = next(m for m in metrics if "valid_en_unigram_ppl" in m)
+    for r in first:
+        assert r["higher_is_better"] is (r["measure"] != "dev_ppl")
+        assert r["seconds"] >= 0 and np.isfinite(r["value"])
+        if r["measure"] == "dev_ppl":  # the unigram floor, as pretraining logs it
+            assert r["bound"] == pytest.approx(unigram[f"valid_{r['lang']}_unigram_ppl"], rel=1e-4)
+        elif r["snapshot"] != "random":
+            assert r["bound"] == random[r["measure"], r["lang"], r["layer"]]
+        else:
+            assert r["bound"] is None
+        if r["measure"] in ("cka", "word_p1", "word_mrr", "sentence_p1", "lang_id"):
+            assert 0.0 <= r["value"] <= 1.0 + 1e-9
+
+    track(capsys, run, out, *data_args(world))  # nothing new: nothing appended, no model loaded
+    assert records(out) == first
+    add_snapshot(run, 20)
+    res = track(capsys, run, out, *data_args(world))
+    added = records(out)[len(first):]
+    assert {(r["snapshot"], r["step"]) for r in added} == {("step-20", 20)}
+    assert sorted(((r["measure"], r["lang"], r["layer"]) for r in added), key=str) == sorted(EXPECTED, key=str)
+    assert "3 snapshot(s), 1 with measures to compute" in res.stderr
+
+
+def test_a_measure_asked_for_later_is_added_to_every_snapshot(world, tmp_path, capsys):
+    run, out = fresh_run(world, tmp_path, (3, 10)), tmp_path / "track"
+    track(capsys, run, out, "--parallel", *world["parallel"], "--measures", "cka")
+    assert {r["measure"] for r in records(out)} == {"cka"}
+    n = len(records(out))
+    track(capsys, run, out, "--parallel", *world["parallel"], "--measures", "cka", "--measures", "lang_id")
+    added = records(out)[n:]
+    assert {r["measure"] for r in added} == {"lang_id"}
+    assert Counter(r["snapshot"] for r in added) == {"random": 3, "step-3": 3, "step-10": 3}
+
+
+def test_dev_ppl_equals_pretrainings_own_evaluation_of_the_checkpoint(world, tmp_path, capsys):
+    run, out = fresh_run(world, tmp_path, (RUN_STEPS,)), tmp_path / "track"
+    track(capsys, run, out, "--measures", "dev_ppl")
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    logged = next(m for m in metrics if m["step"] == RUN_STEPS and "valid_en_mlm_ppl" in m)
+    ours = {r["lang"]: r["value"] for r in records(out) if r["snapshot"] == f"step-{RUN_STEPS}"}
+    assert set(ours) == {"en", "fr"}
+    for lang, value in ours.items():  # metrics.jsonl rounds to 4 decimals
+        assert value == pytest.approx(logged[f"valid_{lang}_mlm_ppl"], abs=1e-4)
+    randoms = {r["lang"]: r["value"] for r in records(out) if r["snapshot"] == "random"}
+    assert all(randoms[lang] > ours[lang] for lang in ours)  # 10 steps beat a random encoder
+
+
+def test_text_is_tokenized_once_across_snapshots(world, tmp_path, capsys, monkeypatch):
+    from xlt.pretrain.pretrained import TextPipeline
+
+    run, out = fresh_run(world, tmp_path, (3,)), tmp_path / "track"
+    track(capsys, run, out, *data_args(world))
+    add_snapshot(run, 10)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("text tokenized again: the track cache should answer")
+
+    for method in ("encode_lines", "encode_words", "subwords"):
+        monkeypatch.setattr(TextPipeline, method, refuse)
+    track(capsys, run, out, *data_args(world))
+    assert {r["snapshot"] for r in records(out)} == {"random", "step-3", "step-10"}
+
+
+def _track_in_child(run: str, out: str, barrier, queue) -> None:
+    """A tracker whose CKA takes 1.5 s more, so that both trackers are busy at once."""
+    import time
+
+    import torch
+
+    from xlt.track import measures
+    from xlt.track.config import TrackConfig
+    from xlt.track.tracker import track
+
+    torch.set_num_threads(1)
+    real = measures.MEASURE_FUNCTIONS["cka"]
+
+    def slow(t, s):
+        time.sleep(1.5)
+        return real(t, s)
+
+    measures.MEASURE_FUNCTIONS["cka"] = slow
+    cfg = TrackConfig(runs=[run], output=out, parallel=tuple(WORLD_PARALLEL[run]), measures=["cka"], device="cpu")
+    barrier.wait()
+    summary = track(cfg)
+    queue.put([snapshot for _, snapshot in summary.evaluated])
+
+
+WORLD_PARALLEL: dict[str, list[str]] = {}
+
+
+def test_two_trackers_at_once_take_one_snapshot_each(world, tmp_path):
+    run, out = fresh_run(world, tmp_path, (5, 10)), tmp_path / "track"
+    WORLD_PARALLEL[str(run)] = world["parallel"]  # inherited by the forked children
+    context = multiprocessing.get_context("fork")
+    barrier, queue = context.Barrier(2), context.Queue()
+    children = [context.Process(target=_track_in_child, args=(str(run), str(out), barrier, queue)) for _ in range(2)]
+    for child in children:
+        child.start()
+    done = [queue.get(timeout=120) for _ in children]
+    for child in children:
+        child.join(timeout=60)
+        assert child.exitcode == 0
+    steps = [sorted(s for s in evaluated if s != "random") for evaluated in done]
+    assert sorted(steps) == [["step-10"], ["step-5"]], done  # one snapshot each
+    assert sum("random" in evaluated for evaluated in done) == 1  # the bound computed once
+    keys = Counter((r["snapshot"], r["measure"], r["lang"], r["layer"]) for r in records(out))
+    assert set(keys.values()) == {1} and len(keys) == 3 * len(LAYERS)
+
+
+def test_ner_f1_source_and_target_with_the_untrained_control_as_bound(world, tmp_path, capsys):
+    run, out = fresh_run(world, tmp_path, (10,)), tmp_path / "track"
+    track(capsys, run, out, "--ner-data-dir", world["ner"], "--ner-epochs", "1", "--max-sentences", "8")
+    rows = {(r["snapshot"], r["lang"]): r for r in records(out)}
+    assert set(rows) == {(s, lang) for s in ("random", "step-10") for lang in ("en", "fr")}
+    assert {r["measure"] for r in rows.values()} == {"ner_f1"}
+    for lang in ("en", "fr"):
+        assert rows["step-10", lang]["bound"] == rows["random", lang]["value"]
+        assert 0.0 <= rows["step-10", lang]["value"] <= 100.0
+    test_file = out / "data" / "ner" / "wikiann" / "fr" / "test"  # prepared once: the first 8 sentences
+    assert test_file.read_text().count("\n\n") == 8
+
+
+def test_a_measure_without_its_data_is_skipped_with_one_message(world, tmp_path, capsys):
+    run, out = fresh_run(world, tmp_path, (10,)), tmp_path / "track"
+    res = run_in_process(capsys, "track", "--run", run, "--run", run, "-o", out, "--device", "cpu",
+                         "--measures", "cka", "--measures", "sentence_p1", "--parallel", *world["parallel"])
+    assert res.returncode == 0, res.stderr
+    assert res.stderr.count("sentence_p1: skipped") == 1 and "--tatoeba" in res.stderr
+    assert {r["measure"] for r in records(out)} == {"cka"}
+
+
+def test_no_measure_at_all_is_an_error(world, tmp_path, capsys):
+    run = fresh_run(world, tmp_path, (10,))
+    res = run_in_process(capsys, "track", "--run", run, "-o", tmp_path / "t", "--measures", "cka", "-q")
+    assert_one_line_error(res, "no measure to compute")
+
+
+@pytest.mark.parametrize("make, fragment", [
+    (lambda p: p / "absent", "no such run directory"),
+    (lambda p: (p / "empty").mkdir() or p / "empty", "not a pretraining run directory (no config.json)"),
+    (lambda p: (p / "file").write_text("x") and p / "file", "not a directory"),
+])
+def test_bad_run_is_one_error_line(tmp_path, capsys, make, fragment):
+    res = run_in_process(capsys, "track", "--run", make(tmp_path), "-o", tmp_path / "t")
+    assert_one_line_error(res, fragment)
+    assert not (tmp_path / "t" / "records.jsonl").exists()
+
+
+def test_only_whole_snapshot_files_are_listed(tmp_path):
+    from xlt.track.snapshots import list_snapshots
+
+    (tmp_path / "checkpoints").mkdir()
+    for name in ("step-500.pt", "step-20.pt", "step-1000.pt.abc123.tmp", "best.pt", "last.pt", "step-07.pt",
+                 "step-x.pt"):
+        (tmp_path / "checkpoints" / name).write_bytes(b"")
+    assert list_snapshots(str(tmp_path)) == [(20, "step-20"), (500, "step-500")]
+
+
+def test_nearer_mean_accuracy_against_a_loop():
+    from xlt.track.measures import nearer_mean_accuracy
+
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(0, 1, (40, 5)), rng.normal(0.4, 1, (30, 5))
+    mean_a, mean_b = a.mean(0), b.mean(0)
+    hits = sum(np.linalg.norm(x - mean_a) < np.linalg.norm(x - mean_b) for x in a)
+    hits += sum(np.linalg.norm(x - mean_b) < np.linalg.norm(x - mean_a) for x in b)
+    assert nearer_mean_accuracy(a, b) == pytest.approx(hits / 70)
+    assert nearer_mean_accuracy(a, a + 100.0) == 1.0
+
+
+def test_records_are_whole_lines_appended(tmp_path):
+    from xlt.track.records import Record, append_records, read_records
+
+    path = str(tmp_path / "records.jsonl")
+    rows = [Record("r", "R", "step-1", 1, "cka", "fr", layer, 0.5, None, True, 1.0) for layer in range(3)]
+    append_records(path, rows)
+    with open(path, "a") as f:
+        f.write('{"run": "r", "snapshot": "step-2"')  # a line still being written
+    assert [r["layer"] for r in read_records(path)] == [0, 1, 2]
+    other = str(tmp_path / "other.jsonl")
+    append_records(other, [Record("r", "R", "step-1", 1, "dev_ppl", "en", None, float("nan"), 3.0, False, 1.0)])
+    assert read_records(other)[0]["value"] is None  # JSON has no NaN
