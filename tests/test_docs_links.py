@@ -104,3 +104,28 @@ def test_heading_ids_follow_github(tmp_path):
                     "```\n# a shell comment, not a heading\n```\n")
     assert heading_ids(page) == {"liu-et-als-tables-of-a-given-model-make--model",
                                  "xlt-finetune---model-a-transformers-model", "output", "output-1"}
+
+
+def test_every_note_is_indexed_and_opens_with_what_a_user_does():
+    """The dated notes are kept off a user's path but not lost: each is listed in notes/README.md,
+    and its first paragraph after the title says what it means for a run."""
+    notes = REPO / "docs" / "notes"
+    index = (notes / "README.md").read_text(encoding="utf-8")
+    pages = sorted(p for p in notes.glob("*.md") if p.name != "README.md")
+    assert pages
+    for page in pages:
+        assert re.match(r"\d{4}-\d{2}-\d{2}-[a-z0-9-]+\.md$", page.name), page.name
+        assert f"]({page.name})" in index, f"{page.name} is not in docs/notes/README.md"
+        first_paragraph = page.read_text(encoding="utf-8").split("\n\n")[1]
+        assert first_paragraph.startswith("**What you do:**"), page.name
+
+
+def test_readme_states_the_two_commands_ci_runs():
+    """README's set-up block is the two commands, and CI runs its test command as written there."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    block = readme.split("## Set-up: two commands", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    commands = [line.split("#", 1)[0].strip() for line in block.splitlines()]
+    assert commands == ["make reproduce-table1", "make test"]
+    ci = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines()
+          if line.strip() and not line.startswith("#")]
+    assert ci[-1] == "make test"
