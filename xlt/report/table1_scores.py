@@ -1,0 +1,148 @@
+"""Table 1's numbers as the findings read them: the rows, tasks and floors, the languages two rows
+share, and the tasks on which Default transfers enough for rows to be compared
+(:mod:`xlt.report.table1_findings` decides the claims on them).
+
+Numbers are ``values[row][task][lang]`` (None where a cell is missing); a comparison of two rows
+uses the languages where both have a score, and is inconclusive only when there is none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+from xlt.report.findings import Inconclusive
+from xlt.report.noise import Terms, add, mean_terms
+
+TASKS = (("xnli", "XNLI (acc)"), ("ner", "NER (F1)"), ("parse", "Parsing (LAS)"))
+# Scores of a model that learned nothing: three balanced XNLI classes; no NER span or labelled arc.
+CHANCE = {"xnli": 100.0 / 3, "ner": 0.0, "parse": 0.0}
+# Below this margin over chance, Default itself does not transfer on a task and comparisons of rows
+# on that task are noise: claims are checked on the other tasks.
+MIN_MARGIN = 5.0
+# Closer than this, Default and a reference row (No pretraining, a baseline) are a tie whatever the
+# seeds' spread says: a smaller difference is no finding (the spread is tested besides, noise.py).
+TIE = 1.0
+# "Within a few points" (No anchors vs Default; the paper's gaps are 1.1, 2.5 and 0.9).
+FEW_POINTS = 3.0
+CONTROL, BASELINES = "control", "baselines"    # the reference rows' keys (their directories)
+
+# values[row][task][lang] -> score or None
+Values = dict[str, dict[str, dict[str, Optional[float]]]]
+
+
+Cell = tuple[str, str, str]   # (row, task, lang)
+Fit = tuple[float, float, int]   # an English dev perplexity, the unigram floor, the step
+
+
+def mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values)
+
+
+def task_mean(values: Values, row: str, task: str, languages: Optional[Sequence[str]] = None) -> float:
+    """Mean over the languages (given, or all with a score) of one row and task."""
+    cells = values.get(row, {}).get(task, {})
+    langs = [l for l in (languages or cells) if cells.get(l) is not None]
+    if not langs:
+        raise Inconclusive(f"{row} has no {task} score")
+    return mean([cells[l] for l in langs])
+
+
+def common(values: Values, task: str, *rows: str) -> list[str]:
+    """Languages where every row has a score (comparisons use the same languages on both sides)."""
+    sets = [{l for l, v in values.get(r, {}).get(task, {}).items() if v is not None} for r in rows]
+    langs = sorted(set.intersection(*sets))
+    if not langs:
+        raise Inconclusive(f"no language has {task} scores for all of {', '.join(rows)}")
+    return langs
+
+
+def only(values: Values, task: str, langs: list[str]) -> str:
+    """' (over fr, zh only)' when a comparison leaves some of the table's languages out."""
+    every = {l for row in values.values() for l in row.get(task, {})}
+    return f" (over {', '.join(langs)} only: the other cells are missing)" if len(langs) < len(every) else ""
+
+
+@dataclass
+class Usable:
+    """The tasks on which Default transfers (margin over a reference), and notes on those left out:
+    Default near the reference, or a task some compared row has no score on (not run)."""
+
+    margins: dict[str, float]
+    skipped: list[str] = field(default_factory=list)
+
+    def tasks(self) -> list[str]:
+        return list(self.margins)
+
+    def common(self, values: Values, task: str, *rows: str) -> Optional[list[str]]:
+        """:func:`common`, or None with a note when no language has all of ``rows`` on ``task``."""
+        try:
+            return common(values, task, *rows)
+        except Inconclusive as reason:
+            self.skipped.append(f"left out: {reason}")
+            return None
+
+    def require(self, compared: Sequence[Any]) -> None:
+        """Inconclusive when a rule found nothing to compare on any usable task."""
+        if not compared:
+            raise Inconclusive("; ".join(self.skipped) or "nothing to compare")
+
+    def detail(self, text: str) -> str:
+        return text + (f" ({'; '.join(self.skipped)})" if self.skipped else "")
+
+
+def usable_tasks(margins: dict[str, float], reference: str, needs_all: bool = False,
+                 missing: Sequence[str] = ()) -> Usable:
+    """The tasks where Default's margin over ``reference`` is at least MIN_MARGIN: on the others every
+    row is near the reference and differences are noise, so a claim is checked on the usable tasks
+    only (all of them with ``needs_all``); Inconclusive when none (or not all) are usable. ``missing``:
+    tasks without the scores for a margin (not run), left out with a note."""
+    weak = [f"{task} {m:+.1f}" for task, m in margins.items() if m < MIN_MARGIN]
+    skipped = [f"left out: Default within {MIN_MARGIN:g} points of {reference} on {', '.join(weak)}"] if weak else []
+    skipped += [f"left out: no {', '.join(missing)} results"] if missing else []
+    usable = {task: m for task, m in margins.items() if m >= MIN_MARGIN}
+    if needs_all and missing:
+        raise Inconclusive(f"no {', '.join(missing)} results")
+    if not usable or (needs_all and weak):
+        raise Inconclusive(f"Default is within {MIN_MARGIN:g} points of {reference} ({', '.join(weak)}), so "
+                           "differences between rows are noise" + (f" ({skipped[-1]})" if missing else ""))
+    return Usable(usable, skipped)
+
+
+@dataclass(frozen=True)
+class Floor:
+    """What a row's margin is measured from: chance (the paper's claims), or a reference row of the
+    table (the best trivial baseline: on Fake-English chance is no floor, e.g. the next word as the
+    head already scores LAS)."""
+
+    name: str
+    row: Optional[str] = None
+
+    def rows(self) -> tuple[str, ...]:
+        return (self.row,) if self.row else ()
+
+    def value(self, values: Values, task: str, langs: list[str]) -> float:
+        return task_mean(values, self.row, task, langs) if self.row else CHANCE[task]
+
+
+BY_CHANCE = Floor("chance")
+
+
+def transfers(values: Values, needs_all: bool = False, floor: Floor = BY_CHANCE) -> Usable:
+    """The tasks where Default is at least MIN_MARGIN over the floor (see :func:`usable_tasks`); tasks
+    without the scores for that margin are left out with a note."""
+    margins, missing = {}, []
+    for task, _ in TASKS:
+        try:
+            langs = common(values, task, "default", *floor.rows())
+            margins[task] = task_mean(values, "default", task, langs) - floor.value(values, task, langs)
+        except Inconclusive:
+            missing.append(task)
+    if not margins:
+        raise Inconclusive(f"default has no score on any task{' beside ' + floor.name if floor.row else ''}")
+    return usable_tasks(margins, floor.name, needs_all, missing)
+
+
+def row_terms(task: str, langs: list[str], *rows: tuple[float, str]) -> Terms:
+    """sum of coefficient x the row's mean over ``langs`` (one task) as terms."""
+    return add(*(mean_terms(row, task, langs, c) for c, row in rows))
