@@ -8,7 +8,7 @@ from typing import Optional
 import click
 
 from xlt.analysis.align_settings import AlignSettings, WordSettings
-from xlt.cli.options import OutputPath, build_config, dataclass_options
+from xlt.cli.options import OutputPath, build_config, checkpoint_option, dataclass_options
 
 RUN_HELP = "Model of the source side: an xlt run directory (xlt pretrain), a transformers model directory, or hf:NAME."
 TARGET_HELP = ("Model of the target side, for two monolingual models [default: --model, one multilingual model]; "
@@ -18,7 +18,11 @@ MODEL = "MODEL"
 
 
 def _settings(values: dict) -> AlignSettings:
-    return build_config(AlignSettings, values)
+    # AlignSettings' own check knows best and last only; --checkpoint's callback has checked the name
+    # (step-N too), so it is set once the other settings are checked.
+    settings = build_config(AlignSettings, {k: v for k, v in values.items() if k != "checkpoint"})
+    settings.checkpoint = values["checkpoint"]
+    return settings
 
 
 def _word_settings(values: dict) -> WordSettings:
@@ -107,7 +111,8 @@ def _common(fn, model_required: bool = True):
         click.option("--source-lang", required=True, metavar="LANG", help="Source language (one of --model's)."),
         click.option("--target-lang", required=True, metavar="LANG", help="Target language (one of --target-model's)."),
         click.option("--target-model", default=None, metavar=MODEL, help=TARGET_HELP),
-        dataclass_options(AlignSettings),
+        dataclass_options(AlignSettings, skip=("checkpoint",)),
+        checkpoint_option,
     ]):
         fn = decorator(fn)
     return fn

@@ -6,7 +6,7 @@ from typing import Optional
 
 import click
 
-from xlt.cli.options import OutputPath, device_option
+from xlt.cli.options import OutputPath, checkpoint_option, device_option
 
 RUN_HELP = "An xlt run directory (xlt pretrain), a transformers model directory, or hf:NAME."
 # Not click.Path: hf:NAME is a model name, not a file.
@@ -23,7 +23,7 @@ MODEL = "MODEL"
 @click.option("--layers", default=None, help="Comma-separated layers, 0 = embeddings [default: all].")
 @click.option("--include-specials", is_flag=True,
               help="Sentence/token level: also average over (or keep) the two </s> around each sentence.")
-@click.option("--checkpoint", type=click.Choice(["best", "last"]), default="best", show_default=True)
+@checkpoint_option
 @click.option("--random-init", "random_seed", type=int, default=None,
               help="Use a randomly initialised model of the run's architecture, seeded (a lower bound).")
 @click.option("--batch-size", type=int, default=32, show_default=True)
@@ -105,7 +105,7 @@ def cka() -> None:
 @click.option("--include-specials", is_flag=True, help="Average over the two </s> of each sentence too.")
 @click.option("--retrieval", type=click.Path(), default=None, metavar="FILE",
               help='Sentence-retrieval result {"layers": [...], "p_at_1": [...]}: report the Pearson r.')
-@click.option("--checkpoint", type=click.Choice(["best", "last"]), default="best", show_default=True)
+@checkpoint_option
 @click.option("--batch-size", type=int, default=32, show_default=True)
 @device_option
 @click.option("-o", "--output", required=True, type=OutputPath("prefix"), metavar="PREFIX",
@@ -201,7 +201,7 @@ def shift_decode() -> None:
 @click.option("--n-sentences", type=click.IntRange(min=1), default=10000, show_default=True,
               help="Average over the first N sentences (a fixed sample, so means are comparable).")
 @click.option("--include-specials", is_flag=True, help="Average over the </s> around each sentence too.")
-@click.option("--checkpoint", type=click.Choice(["best", "last"]), default="best", show_default=True)
+@checkpoint_option
 @click.option("--batch-size", type=int, default=32, show_default=True)
 @device_option
 @click.argument("text", type=click.Path())
@@ -256,7 +256,7 @@ def shift(src_means: str, tgt_means: str, output: str) -> None:
 @click.option("--decode-lang", default=None, metavar="LANG",
               help="Language whose MLM head decodes [default: the source].")
 @click.option("--samples", type=int, default=3, show_default=True, help="Decoded sentences kept in the output.")
-@click.option("--checkpoint", type=click.Choice(["best", "last"]), default="best", show_default=True)
+@checkpoint_option
 @click.option("--batch-size", type=int, default=32, show_default=True)
 @device_option
 @click.option("-o", "--output", required=True, type=OutputPath(), metavar="FILE",

@@ -6,7 +6,7 @@ from typing import Optional
 
 import click
 
-from xlt.cli.options import OutputPath
+from xlt.cli.options import OutputPath, checkpoint_option
 
 
 @click.group()
@@ -23,7 +23,7 @@ def export() -> None:
 @click.argument("run_dir", metavar="RUN", type=click.Path(file_okay=False))
 @click.option("--lang", "-l", default=None, metavar="LANG",
               help="Export this language's view (required for, and only for, a run with separate parameters).")
-@click.option("--checkpoint", type=click.Choice(["best", "last"]), default="best", show_default=True)
+@checkpoint_option
 @click.option("-o", "--output", required=True, type=OutputPath("directory"), metavar="DIR",
               help="Output directory (new or empty).")
 def hf(run_dir: str, lang: Optional[str], checkpoint: str, output: str) -> None:

@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional
 
 import click
 
+from xlt.utils.checkpoint_names import CHECKPOINT_HELP, check_checkpoint_name
 from xlt.utils.errors import EXIT_USAGE, XltError
 
 # Defined here, not beside resolve_device in xlt.utils.device: that module imports torch, which the
@@ -152,3 +153,18 @@ def device_option(fn: Callable) -> Callable:
     """``--device``, resolved to a torch.device (auto: CUDA when present) before the command runs."""
     return click.option("--device", default="auto", show_default=True, metavar="DEVICE", callback=_device,
                         help=DEVICE_HELP)(fn)
+
+
+def _checkpoint(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    try:
+        return check_checkpoint_name(value)
+    except XltError as e:
+        raise click.BadParameter(str(e)) from None
+
+
+def checkpoint_option(fn: Callable) -> Callable:
+    """``--checkpoint`` of every command that loads an xlt run: best, last or a snapshot step-N,
+    checked when the command line is read (whether step-N exists, when the run is loaded; a
+    transformers model, which has one set of weights, ignores it)."""
+    return click.option("--checkpoint", default="best", show_default=True, metavar="[best|last|step-N]",
+                        callback=_checkpoint, help=CHECKPOINT_HELP)(fn)

@@ -74,6 +74,11 @@ class PretrainConfig:
     seed: int = help_field("seed of every generator: CPU runs are bit-reproducible", default=0)
     eval_every: int = help_field("steps between dev evaluations (XLM's epoch)", default=1000)
     save_every: int = help_field("steps between 'last' checkpoints", default=200)
+    snapshot_every: int = help_field(
+        "steps between weight-only snapshots checkpoints/step-N.pt, kept for good (0: none), to evaluate "
+        "the run's history afterwards with --checkpoint step-N", default=0)
+    snapshot_at: list[int] = help_field("also a weight-only snapshot after this step (e.g. log-spaced steps)",
+                                        metavar="STEP", default_factory=list)
     eval_batches: Optional[int] = help_field("evaluate on at most this many dev batches per language", default=None)
     select_on: str = help_field("dev perplexity that picks the best checkpoint: a language code or 'mean'",
                                 default="en")
@@ -88,6 +93,10 @@ class PretrainConfig:
         for name in ("max_steps", "eval_every", "save_every", "log_every", "stream_len", "batch_size",
                      "langs_per_step"):
             _require(getattr(self, name) >= 1, name, "at least 1", getattr(self, name))
+        _require(self.snapshot_every >= 0, "snapshot_every", "0 (off) or more", self.snapshot_every)
+        for step in self.snapshot_at:
+            _require(1 <= step <= self.max_steps, "snapshot_at", f"between 1 and --max-steps ({self.max_steps})",
+                     step)
         _require(self.eval_batches is None or self.eval_batches >= 1, "eval_batches", "at least 1 when given",
                  self.eval_batches)  # 0 batches: a dev perplexity of nan
         for name in ("lr", "warmup_init_lr", "weight_decay", "clip_norm", "lang_alpha"):
@@ -140,5 +149,7 @@ ADDED_DEFAULTS = {"short_stream_len": None, "short_stream_steps": 0, "dropout": 
                   "langs_per_step": 1, "compile": False}
 
 # Keys that may change when the same run directory is started again (to train for longer).
-# --compile only changes how the same arithmetic is scheduled, so a run may resume with or without it.
-MUTABLE_KEYS = ("max_steps", "log_every", "eval_batches", "compile")
+# --compile only changes how the same arithmetic is scheduled, so a run may resume with or without it;
+# snapshots only copy weights out, so a run may resume with others (and one written before they
+# existed resumes, since mutable keys are not compared).
+MUTABLE_KEYS = ("max_steps", "log_every", "eval_batches", "compile", "snapshot_every", "snapshot_at")

@@ -33,6 +33,7 @@ from xlt.pretrain.config import ADDED_DEFAULTS, MUTABLE_KEYS, PretrainConfig
 from xlt.pretrain.run_files import (INPUT_PATH_KEYS, changed_inputs, describe_run, remove_leftovers,
                                     sigterm_requested)
 from xlt.pretrain.schedule import inverse_sqrt_schedule
+from xlt.pretrain.snapshots import remove_snapshots, snapshot_due, write_snapshot
 from xlt.pretrain.unigram import unigram_log_probs
 from xlt.text.bpe import check_codes
 from xlt.text.tokenize import TokenizerConfig
@@ -226,8 +227,10 @@ class Pretrainer:
             moved = INPUT_PATH_KEYS if changed == [] else ()
             resuming = os.path.exists(self._path("last.pt")) and check_same_config(
                 self.run_dir, resolved, MUTABLE_KEYS + moved, ADDED_DEFAULTS)
-            if not resuming and os.path.exists(self._path("best.pt")):
-                os.unlink(self._path("best.pt"))
+            if not resuming:  # what an attempt that is started over left is not this run's
+                if os.path.exists(self._path("best.pt")):
+                    os.unlink(self._path("best.pt"))
+                remove_snapshots(self._path(""))
             self._describe(resolved)
         return distributed.broadcast_object(self.d, resuming)
 
@@ -276,6 +279,9 @@ class Pretrainer:
                     tokens_since, wait_since, t_since = 0, 0.0, time.perf_counter()
                 if self.step % cfg.eval_every == 0 or self.step == cfg.max_steps:
                     self._evaluate_and_select()
+                # Before last.pt: a run killed between the two replays this step and writes the snapshot then.
+                if self.d.is_main and snapshot_due(self.step, cfg.snapshot_every, cfg.snapshot_at):
+                    write_snapshot(self._path(""), self.step, self._snapshot_weights())
                 if self.step % cfg.save_every == 0 or self.step == cfg.max_steps:
                     self.save("last.pt")
                 elif stopping:
@@ -365,6 +371,11 @@ class Pretrainer:
                      + (" (best)" if improved else ""))
         if improved:
             self.save("best.pt", self._weights_only())
+
+    def _snapshot_weights(self) -> dict[str, Any]:
+        """What PretrainedRun.load reads: a snapshot is kept for every listed step, so it stays small."""
+        return {"model": self.model.state_dict(), "model_config": self.model_config.to_dict(),
+                "vocab_sha256": self.vocab.sha256}
 
     def _weights_only(self) -> dict[str, Any]:
         """What downstream stages load: weights and the configs that built them (no optimizer)."""
