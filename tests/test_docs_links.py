@@ -13,6 +13,7 @@ import pytest
 from conftest import REPO
 
 LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+SPLIT_TARGET = re.compile(r"\]\(([^)\s]+)\n")
 FENCE = re.compile(r"^\s*(```|~~~)")
 # a code span may wrap lines, never a blank one
 INLINE_CODE = re.compile(r"(`+)(?:(?!\n[ \t]*\n).)*?\1", re.DOTALL)
@@ -57,6 +58,9 @@ def broken_links(page: Path, root: Path = REPO) -> list[str]:
     # code blocks as empty lines, code spans as their line breaks: line numbers stay, links may wrap
     prose = "\n".join(lines.get(n, "") for n in range(1, max(lines, default=0) + 1))
     prose = INLINE_CODE.sub(lambda m: "\n" * m.group(0).count("\n"), prose)
+    for match in SPLIT_TARGET.finditer(prose):  # renders as text, not as a link
+        problems.append(f"{page.relative_to(root)}:{prose.count(chr(10), 0, match.start()) + 1}: "
+                        f"{match.group(1)} (target split across lines)")
     for match in LINK.finditer(prose):
         target = match.group(1)
         if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", target):  # https:, mailto:, ...: not local
@@ -87,9 +91,10 @@ def test_the_checker_finds_what_is_broken(tmp_path):
         "[gone](../missing.md) [bad anchor](../a.md#three-words)\n"
         "`[in code](nowhere.md)`\n"
         "```\n[in a block](nowhere.md)\n```\n"
-        "![figure](../img.png) [a `code` span that\nwraps](../wrapped.md)\n")
+        "![figure](../img.png) [a `code` span that\nwraps](../wrapped.md) [cut](../a-\nmd)\n")
     (tmp_path / "README.md").write_text("[notes](docs/notes/n.md) [dir](docs/notes/)\n")
     assert broken_links(note, tmp_path) == [
+        "docs/notes/n.md:9: ../a- (target split across lines)",
         "docs/notes/n.md:3: ../missing.md (no such file)",
         "docs/notes/n.md:3: ../a.md#three-words (no heading #three-words)",
         "docs/notes/n.md:8: ../img.png (no such file)",
