@@ -18,6 +18,7 @@ TRAIN_BYTES        := 1000000000  # everything the mirror has (en 30 MB, fr 17 M
 SHORT_STEPS        := 5000
 STEPS              := 40000
 EVAL_EVERY         := 2000
+SNAPSHOT_EVERY     := 2000       # make reproduce-dynamics: a weight-only snapshot every N steps (20 snapshots over 40,000 steps)
 SAVE_EVERY         := 1000
 LOG_EVERY          := 500
 EVAL_BATCHES       := 20

@@ -30,6 +30,7 @@ EQUAL_COPIES_INIT  := 1
 WARMUP             := 500
 LR                 := 3e-3
 EVAL_EVERY         := 500
+SNAPSHOT_EVERY     := 500        # make reproduce-dynamics: a weight-only snapshot every N steps (15 snapshots over 7,500 steps)
 SAVE_EVERY         := 500
 LOG_EVERY          := 100
 EVAL_BATCHES       := 10

@@ -22,6 +22,7 @@ EQUAL_COPIES_INIT  := 1        # as the demo (measured there on the CPU, docs/pr
 WARMUP             := 1000
 LR                 := 3e-4
 EVAL_EVERY         := 2000
+SNAPSHOT_EVERY     := 1000       # make reproduce-dynamics: a weight-only snapshot every N steps (10 snapshots over 10,000 steps)
 SAVE_EVERY         := 1000
 LOG_EVERY          := 100
 EVAL_BATCHES       := 50

@@ -24,6 +24,7 @@ STEPS              := 1000000
 WARMUP             := 30000
 LR                 := 1e-4
 EVAL_EVERY         := 200000     # XLM's epoch of 200k batches
+SNAPSHOT_EVERY     := 50000      # make reproduce-dynamics: a weight-only snapshot every N steps (20 snapshots over 1M steps)
 SAVE_EVERY         := 5000       # a crash loses at most this many steps
 LOG_EVERY          := 1000
 EVAL_BATCHES       := 500

@@ -17,6 +17,7 @@ STEPS              := 300
 WARMUP             := 50
 LR                 := 1e-3
 EVAL_EVERY         := 100
+SNAPSHOT_EVERY     := 100        # make reproduce-dynamics: a weight-only snapshot every N steps (300 steps: three snapshots)
 SAVE_EVERY         := 100
 LOG_EVERY          := 100
 EVAL_BATCHES       := 10
