@@ -294,3 +294,40 @@ def test_read_records_raises_xlt_error_for_two_snapshots_at_one_step(tmp_path):
     path = write_records(tmp_path / "r.jsonl", [record(step=500), dict(record(step=500), snapshot="checkpoint-500")])
     with pytest.raises(XltError, match="both claim step 500"):
         read_records([str(path)])
+
+
+# ---- on a real tiny run ----------------------------------------------------------------------------------
+@pytest.mark.usefixtures("one_torch_thread")
+def test_report_on_records_xlt_track_wrote_for_a_real_tiny_run(tiny_run, tmp_path, capsys):
+    """xlt track on a tiny pretrained run (its best and last checkpoints standing in for two snapshots), then
+    the report on what it wrote: every value reaches the tables, and each curve gets its verdict."""
+    import shutil
+
+    import synthetic
+
+    run = tmp_path / "models" / "default" / "en-fr"
+    shutil.copytree(tiny_run, run)
+    for name, step in (("best", 5), ("last", 10)):
+        shutil.copy(run / "checkpoints" / f"{name}.pt", run / "checkpoints" / f"step-{step}.pt")
+    en, fr = synthetic.write_corpus(tmp_path, n=40, seed=5)
+    tracked = run_in_process(capsys, "-q", "track", "--run", run, "--label", "Default", "-o", tmp_path / "track",
+                             "--device", "cpu", "--parallel", en, fr, "--measures", "dev_ppl", "--measures", "cka")
+    assert tracked.returncode == 0, tracked.stderr
+    records_file = tmp_path / "track" / "records.jsonl"
+    res = run_in_process(capsys, "report", "dynamics", "--records", records_file, "-o", tmp_path / "out")
+    assert res.returncode == 0, res.stderr
+    written = [json.loads(line) for line in records_file.read_text().splitlines()]
+    data = json.loads((tmp_path / "out" / "dynamics.json").read_text())
+    [run_data] = data["runs"]
+    assert run_data["label"] == "Default"
+    reported = {(c["measure"], c["lang"], c["layer"], p["step"]): p["value"]
+                for c in run_data["curves"] for p in c["points"]}
+    expected = {(r["measure"], r["lang"], r["layer"], r["step"]): r["value"]
+                for r in written if r["snapshot"] != "random" and r["value"] is not None}
+    assert reported == expected and {step for *_, step in expected} == {5, 10}
+    assert {c["measure"] for c in run_data["curves"]} == {"dev_ppl", "cka"}
+    assert all(c["emerges"]["status"] in (AT, FIRST, NEVER, UNCONFIRMED, NO_BOUND) for c in run_data["curves"])
+    assert all(c["points"][0]["bound"] is not None for c in run_data["curves"])   # the random encoder's bounds
+    for png in ("dynamics-cka-fr.png", "dynamics-dev_ppl-en.png", "dynamics-dev_ppl-fr.png"):
+        assert (tmp_path / "out" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "## Default" in res.stdout and "- Order: " in res.stdout
