@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import assert_one_line_error, run_in_process
+from conftest import assert_one_line_error, run_in_process, run_xlt
 from xlt.report.dynamics_emergence import AT, FIRST, NEVER, NO_BOUND, UNCONFIRMED, RunDynamics, emergence
 from xlt.report.dynamics_records import Curve, EmergenceRule, Point, Run, read_records
 from xlt.utils.errors import XltError
@@ -256,6 +256,16 @@ def test_an_unfinished_last_line_is_left_out_while_a_cut_line_before_it_is_an_er
         f.write('\n' + json.dumps(record(step=3000)))   # the cut line now has its newline: broken input
     assert_one_line_error(run_in_process(capsys, "report", "dynamics", "--records", records, "-o", tmp_path / "x"),
                           f"{records}:42: not a JSON line")
+
+
+def test_records_from_stdin_and_a_new_label_for_a_tracked_run(tmp_path):
+    records = [record(step=s, value=0.2 if s < 1000 else 0.6) for s in STEPS[:5]]
+    records[-1]["label"] = "Default (relabelled)"
+    res = run_xlt("report", "dynamics", "--records", "-", "-o", tmp_path / "out",
+                  input="".join(json.dumps(r) + "\n" for r in records))
+    assert res.returncode == 0, res.stderr
+    assert "## Default (relabelled)" in res.stdout and "| cka | fr |  | 0.200 | 1,000 |" in res.stdout
+    assert sorted(p.name for p in (tmp_path / "out").glob("*.png")) == ["dynamics-cka-fr.png"]
 
 
 @pytest.mark.parametrize("lines, fragment", [

@@ -222,7 +222,7 @@ def liu_pos(results_dir: str, langs: str, layer: str, paper_numbers, output_dir:
 
 @report.command("dynamics", short_help="Tracked measures against pretraining step, and when each emerges.")
 @click.option("--records", "records", required=True, multiple=True, type=click.Path(), metavar="FILE",
-              help="A records.jsonl of `xlt track` (repeatable: every run in the files is overlaid).")
+              help="A records.jsonl of `xlt track`, or - for stdin (repeatable: every run in the files is overlaid).")
 @click.option("-o", "--output", "output_dir", required=True, type=OutputPath("directory"), metavar="DIR",
               help="Output directory: dynamics.md, dynamics.csv, dynamics-emergence.csv, dynamics.json and "
                    "dynamics-MEASURE[-LANG].png.")

@@ -127,7 +127,7 @@ class RunDynamics:
 
     def layers(self) -> list[str]:
         """Per layered measure (and language): its layers in order of emergence, e.g.
-        ``cka (fr): layer 3 at 2,000, then layers 2, 4 at 2,500; never: 0``."""
+        ``cka (fr): layer 3 at 2,000, then layers 2, 4 at 2,500; not: layer 0``."""
         lines = []
         groups: dict[tuple, list[tuple[Curve, Emergence]]] = {}
         for curve, found in self._pairs():

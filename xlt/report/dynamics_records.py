@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional
 
@@ -136,8 +137,11 @@ def _lines(path: str) -> Iterator[tuple[int, str]]:
     appending right now (or a full disk cut): left out when it is not whole JSON yet, never an error, so
     that the report can run while tracking does."""
     require_file(path, "records file")
-    with open(path, "rb") as f:
-        data = f.read()
+    if path == "-":
+        data = sys.stdin.buffer.read()
+    else:
+        with open(path, "rb") as f:
+            data = f.read()
     lines = data.split(b"\n")
     unfinished = lines.pop()   # b"" when the file ends with its newline
     for lineno, raw in enumerate(lines, start=1):
@@ -196,6 +200,7 @@ def _runs(latest: dict[tuple, tuple[dict, str, int]], paths: list[str]) -> list[
     first_seen = sorted(latest.values(), key=lambda item: (paths.index(item[1]), item[2]))
     for record, path, lineno in first_seen:
         run = runs.setdefault(record["run"], Run(record["run"], record["label"]))
+        run.label = record["label"]   # the last record's: a run tracked again under a new --label takes it
         key = (record["run"], record["measure"], record["lang"], record["layer"])
         curve = curves.get(key)
         if curve is None:
