@@ -19,6 +19,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
+import torch
+
 from xlt.embed.formats import read_word2vec
 from xlt.model.bilstm import BiLSTMConfig, BiLSTMEncoder, embedding_table
 from xlt.pretrain.pretrained import TextPipeline
@@ -83,7 +85,11 @@ class StaticRun:
             raise XltError("the file has BPE pieces (rows ending in @@): give the codes its text was segmented "
                            "with, --codes FILE", path)
         config = BiLSTMConfig(embedding_dim=emb.dim, lstm_dim=lstm_dim)
-        encoder = BiLSTMEncoder(config, embedding_table(emb.vectors, len(SPECIALS)))
+        # The LSTM's initial weights are drawn here, once per command, and every run copies them: seeded,
+        # so that a run directory (named without them) holds the same results whichever command made it.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            encoder = BiLSTMEncoder(config, embedding_table(emb.vectors, len(SPECIALS)))
         return cls(path, codes, config, vocab, _Model(encoder), _sidecar_languages(path))
 
     def text(self, lang: str) -> TextPipeline:
