@@ -182,8 +182,10 @@ def test_records_read_the_random_snapshot_as_the_bound_and_tolerate_extra_fields
 def test_records_without_a_label_take_the_run_dirs_last_two_parts_and_two_runs_one_label_differ(tmp_path):
     records = [dict(record(step=s), label=None) for s in (0, 500)]
     records += [record("other/en-fr", "default/en-fr", step=s) for s in (0, 500)]
+    records.append(dict(record("./runs/default/en-fr/", step=1000), label=None))   # the first run, spelt otherwise
     runs = read_records([str(write_records(tmp_path / "r.jsonl", records))])
     assert [run.label for run in runs] == ["default/en-fr (runs/default/en-fr)", "default/en-fr (other/en-fr)"]
+    assert [p.step for p in runs[0].curves[0].points] == [0, 500, 1000]
 
 
 # ---- the command ---------------------------------------------------------------------------------------

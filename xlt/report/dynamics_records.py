@@ -103,6 +103,12 @@ def _field(record: dict, name: str, types: Any, nullable: bool, required: bool, 
     return value
 
 
+def run_key(run: str) -> str:
+    """What identifies a run across records: ``runs/x/`` and ``./runs/x`` are one (paths are not resolved:
+    the report may run where the runs are not)."""
+    return os.path.normpath(run)
+
+
 def default_label(run: str) -> str:
     """The run directory's last two parts, as xlt track labels a run given no --label."""
     parts = [p for p in run.replace(os.sep, "/").split("/") if p not in ("", ".")]
@@ -178,7 +184,7 @@ def read_records(paths: list[str]) -> list[Run]:
     for path in paths:
         for lineno, line in _lines(path):
             record = _parse(line, path, lineno)
-            key = (record["run"], record["snapshot"], record["measure"], record["lang"], record["layer"])
+            key = (run_key(record["run"]), record["snapshot"], record["measure"], record["lang"], record["layer"])
             if key in latest:
                 duplicates += 1
                 first_duplicate = first_duplicate or f"{path}:{lineno}"
@@ -199,9 +205,9 @@ def _runs(latest: dict[tuple, tuple[dict, str, int]], paths: list[str]) -> list[
     # Runs in order of their first record, files as given: the user's order of --records is the legend's.
     first_seen = sorted(latest.values(), key=lambda item: (paths.index(item[1]), item[2]))
     for record, path, lineno in first_seen:
-        run = runs.setdefault(record["run"], Run(record["run"], record["label"]))
+        run = runs.setdefault(run_key(record["run"]), Run(record["run"], record["label"]))
         run.label = record["label"]   # the last record's: a run tracked again under a new --label takes it
-        key = (record["run"], record["measure"], record["lang"], record["layer"])
+        key = (run.run, record["measure"], record["lang"], record["layer"])
         curve = curves.get(key)
         if curve is None:
             curve = curves[key] = Curve(record["measure"], record["lang"], record["layer"], record["higher_is_better"])
