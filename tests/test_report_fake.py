@@ -32,14 +32,15 @@ CLAIMS = ("Fake-English: Pretraining transfers", "Fake-English: Anchors added by
           "Fake-English: Sep Emb + L1-6 loses at least half")
 
 
-def fill(root, default=DEFAULT, loss=LOSS) -> None:
-    """The en-fake cells as make writes them: results, baselines, missing.json for the rows that cannot exist."""
+def fill(root, default=DEFAULT, loss=LOSS, spread=None) -> None:
+    """The en-fake cells as make writes them: results (three seeds ``spread`` apart where given),
+    baselines, missing.json for the rows that cannot exist."""
     scores = {"default": default, "control": CONTROL,
               **{row: {t: (z - d, e) for t, (z, e) in default.items()} for row, d in loss.items()}}
     for row, tasks in scores.items():
         for task, (zero_shot, english) in tasks.items():
             write_results(root / row / "en-fake" / task / "results.json", task, "fake",
-                          one_point(task, "fake", zero_shot, en=english))
+                          one_point(task, "fake", zero_shot, en=english, spread=spread))
     for task, (en, fake) in BASELINES.items():
         write_baselines(root / "baselines" / "en-fake" / f"{task}.json", task, {"en": en, "fake": fake})
     for row, reason in NOT_APPLICABLE.items():
@@ -63,7 +64,7 @@ def values_of(default=DEFAULT, loss=LOSS, control=CONTROL) -> tuple[dict, Englis
 
 
 def test_the_fake_pair_has_a_table_of_its_own_with_relative_transfer_and_not_applicable_rows(tmp_path):
-    fill(tmp_path)
+    fill(tmp_path, spread=0.5)
     res = run_xlt("report", "table1", "--results-dir", tmp_path, "--langs", "fake", "-o", tmp_path / "report")
     assert res.returncode == 0, res.stderr
     t = table1.build(str(tmp_path), ["fake"])
@@ -82,13 +83,17 @@ def test_the_fake_pair_has_a_table_of_its_own_with_relative_transfer_and_not_app
             assert gap.value is None and gap.gap == NOT_APPLICABLE[row]
     assert all(c.paper is None for _, cells in t.rows for c in cells)   # no paper prints these numbers
     md = (tmp_path / "report" / "table1.md").read_text()
-    assert "| Default | 60.0 | 70.0 | 0.71 |" in md and "not applicable to Fake-English: nothing to remove" in md
-    assert [f.verdict for f in t.findings] == [HOLDS] * 5
+    assert "| Default | 60.0 ± 0.5 (n=3) | 70.0 ± 0.5 (n=3) | 0.71 |" in md
+    assert "not applicable to Fake-English: nothing to remove" in md
+    # Sep Emb + L1-6 loses exactly half of Default's NER margin: on the threshold, within the noise
+    assert [f.verdict for f in t.findings] == [HOLDS] * 4 + [INCONCLUSIVE]
     transfer = by_claim(t.findings)["Fake-English: Pretraining transfers"]
-    assert "ner: Default 40.0, No pretraining 5.0, best trivial baseline 0.0 (+35.0; relative transfer 1.00)" \
-        in transfer.detail
+    assert "ner: Default 40.0, No pretraining 5.0, best trivial baseline 0.0 (+35.0; relative transfer 1.00; " \
+        "over No pretraining: +35.0, 2 SE 0.8; over the baseline: +40.0, 2 SE 0.6)" in transfer.detail
     collapse = by_claim(t.findings)["Fake-English: Sep Emb + L1-6 loses at least half"]
-    assert "over the best trivial baseline lost: xnli 80%, ner 50%, parse 100%" in collapse.detail
+    assert "over the best trivial baseline lost: xnli 80% (lost - half the margin: +7.5, 2 SE 0.6), " \
+        "ner 50% (lost - half the margin: +0.0, 2 SE 0.6), parse 100%" in collapse.detail
+    assert collapse.detail.endswith("within the noise (2 SE) or without a noise estimate: ner")
 
     # an English score within 5 points of the baseline's leaves nothing to measure the transfer of
     write_results(tmp_path / "sep-emb+l1-6" / "en-fake" / "parse" / "results.json", "parse", "fake",
@@ -100,7 +105,7 @@ def test_the_fake_pair_has_a_table_of_its_own_with_relative_transfer_and_not_app
 
 
 def test_real_pairs_and_the_fake_pair_are_reported_apart(tmp_path):
-    fill(tmp_path)
+    fill(tmp_path, loss={**LOSS, "sep-emb+l1-6": 22.0}, spread=0.5)
     write_results(tmp_path / "default" / "en-fr" / "ner" / "results.json", "ner", "fr", one_point("ner", "fr", 30.0))
     t = table1.build(str(tmp_path), ["fr", "fake"])
     assert [c for _, cols in t.groups for c in cols] == ["fr", "Δ"] * 3   # no fake column, no mean with it

@@ -112,17 +112,19 @@ def test_claims_keep_a_frozen_row_that_learned_and_say_how_it_was_judged():
 
 
 def write_finetune(path, task: str, lang: str, target: float, en: float, frozen: int, model: str) -> None:
-    """A results.json in the runner's format with one run, its encoder-parameter counts and model."""
+    """A results.json in the runner's format with three seeds' runs (0.3 apart: std 0.3), its
+    encoder-parameter counts and model."""
     metric = {"xnli": "accuracy", "ner": "f1", "parse": "las"}[task]
-    run = {"grid_point": {"batch_size": 32, "encoder_lr": 1e-3, "head_lr": 1e-3}, "seed": 12, "status": "done",
-           "source_dev": en, "shift_alpha": {},
-           "results": {"plain": {"en": {s: {metric: en} for s in ("dev", "test")},
-                                 lang: {s: {metric: target} for s in ("dev", "test")}}}}
+    runs = [{"grid_point": {"batch_size": 32, "encoder_lr": 1e-3, "head_lr": 1e-3}, "seed": seed, "status": "done",
+             "source_dev": en + d, "shift_alpha": {},
+             "results": {"plain": {"en": {s: {metric: en + d} for s in ("dev", "test")},
+                                   lang: {s: {metric: target + d} for s in ("dev", "test")}}}}
+            for seed, d in ((12, -0.3), (156, 0.0), (78, 0.3))]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"format": "xlt-finetune-results/1", "task": task, "model": model, "source": "en",
-                                "targets": [lang], "complete": True, "counts": {"done": 1, "busy": 0, "failed": 0},
+                                "targets": [lang], "complete": True, "counts": {"done": 3, "busy": 0, "failed": 0},
                                 "encoder_parameters": {"trained": 1_000_000 - frozen, "frozen": frozen},
-                                "summary": summarize([run], metric, "en", [lang]), "runs": [run]}))
+                                "summary": summarize(runs, metric, "en", [lang]), "runs": runs}))
 
 
 def test_the_report_reads_frozen_counts_and_the_pretraining_floor_from_the_files(tmp_path):

@@ -5,8 +5,9 @@ Parsing, each with fr, ru, zh and the average). A cell carries xlt's number, the
 where the paper prints one, and, instead of a number, the reason it is missing (a *gap*). Gaps and
 remarks become numbered notes under the table, so a cell stays short: ``— [1]``.
 
-* Markdown: ``xlt (paper)`` in each cell, then the notes and the findings.
-* CSV: long format, one line per cell (row, group, column, xlt, paper, gap, note): easy to load.
+* Markdown: ``xlt (paper)`` in each cell (``mean ± std (n=3)`` where several seeds ran), then the notes
+  and the findings.
+* CSV: long format, one line per cell (row, group, column, xlt, paper, gap, note, std, n): easy to load.
 * LaTeX: a ``tabular`` with the groups as ``\\multicolumn`` headers (no package needed).
 * JSON: everything, for other tools (``format: xlt-report/1``).
 
@@ -37,6 +38,14 @@ class Cell:
     gap: Optional[str] = None    # why there is no value (shown as a note)
     note: Optional[str] = None   # a remark on a value that is there (e.g. an average over fewer languages)
     digits: Optional[int] = None  # decimals of this cell (default: the table's)
+    std: Optional[float] = None   # the sample std over the seeds behind the value (None: one seed, or none)
+    n: Optional[int] = None       # how many seeds (fine-tuning runs) the value is the mean of
+
+    def spread(self, digits: int, plus_minus: str = "±") -> str:
+        """' ± 3.0 (n=3)' where the value is a mean over several seeds, else ''."""
+        if self.value is None or self.std is None or not self.n or self.n < 2:
+            return ""
+        return f" {plus_minus} {number(self.std, digits)} (n={self.n})"
 
 
 @dataclass
@@ -87,7 +96,7 @@ def _markdown_cell(cell: Cell, digits: int, notes: dict[str, int]) -> str:
     if cell.value is None:
         text = "—" + (f" [{notes[cell.gap]}]" if cell.gap else "")
     else:
-        text = number(cell.value, digits) + (f" [{notes[cell.note]}]" if cell.note else "")
+        text = number(cell.value, digits) + cell.spread(digits) + (f" [{notes[cell.note]}]" if cell.note else "")
     if cell.paper is not None:
         text += f" ({number(cell.paper, digits)})"
     return text
@@ -110,8 +119,10 @@ def _markdown_table(table: ReportTable) -> list[str]:
 
 
 def markdown(table: ReportTable) -> str:
-    lines = [f"# {table.title}", "", "Cells: xlt's number, the paper's in parentheses where it prints one; "
-             "— marks a gap, [n] a note.", ""] + _markdown_table(table)
+    seeds = any(cell.spread(1) for part in (table, *table.sections) for _, cells in part.rows for cell in cells)
+    lines = [f"# {table.title}", "", "Cells: xlt's number" + (" (mean ± sample std over n fine-tuning seeds where n > 1)"
+                                                             if seeds else "")
+             + ", the paper's in parentheses where it prints one; — marks a gap, [n] a note.", ""] + _markdown_table(table)
     for section in table.sections:
         lines += ["", f"## {section.title}", ""] + _markdown_table(section)
     if table.findings:
@@ -126,12 +137,13 @@ def csv_text(table: ReportTable) -> str:
     writer = csv.writer(out, lineterminator="\n")
     tagged = bool(table.sections)   # several tables in one long file: say which each line is from
     writer.writerow([table.part_column] * tagged + [table.stub.lower() or "row", "group", "column", "xlt", "paper",
-                                                    "gap", "note"])
+                                                    "gap", "note", "std", "n"])
     for part in (table, *table.sections):
         for label, cells in part.rows:
             for (group, column), cell in zip(part.columns, cells):
                 writer.writerow([part.part] * tagged + [label, group, column, number(cell.value, 4),
-                                                        number(cell.paper, 4), cell.gap or "", cell.note or ""])
+                                                        number(cell.paper, 4), cell.gap or "", cell.note or "",
+                                                        number(cell.std, 4), cell.n or ""])
     return out.getvalue()
 
 
@@ -170,7 +182,7 @@ def _latex_cell(cell: Cell, digits: int, notes: dict[str, int]) -> str:
     if cell.value is None and cell.gap is None and cell.paper is None:
         return ""
     reason = cell.gap if cell.value is None else cell.note
-    text = "--" if cell.value is None else number(cell.value, digits)
+    text = "--" if cell.value is None else number(cell.value, digits) + cell.spread(digits, r"$\pm$")
     if reason:
         text += r"\textsuperscript{%d}" % notes[reason]
     if cell.paper is not None:

@@ -23,8 +23,10 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from xlt.report import paper as paper_numbers, table1_fake
+from xlt.report.noise import SINGLE_SEED_SD, SINGLE_SEED_SD_ENGLISH
 from xlt.report.render import Cell, ReportTable
-from xlt.report.table1_cells import SOURCE, Row, baseline_names, collect, freezing_note, frozen_more, table_rows
+from xlt.report.table1_cells import (NOISE, SOURCE, Row, baseline_names, collect, freezing_note, frozen_more,
+                                     noise_of, table_rows, value_cell)
 # The findings' constants and helpers are part of this module's interface (liu.py and the tests use them).
 from xlt.report.table1_findings import (BASELINES, CHANCE, CONTROL, FEW_POINTS, MIN_MARGIN, TASKS,  # noqa: F401
                                         EnglishScores, Values, findings, mean)
@@ -77,7 +79,7 @@ def english_table(rows: Sequence[Row], readings: dict, values: Values, languages
             for lang in languages:
                 r = readings[row.key, task, lang]
                 note = "; ".join(filter(None, [r.note, freezing_note(readings, (row.key, task, lang))])) or None
-                cells.append(Cell(value=r.value, gap=r.gap, note=note))
+                cells.append(value_cell(r, note=note))
             cells.append(mean_cell(values[row.key][task], languages))
         table.add_row(row.label, cells)
     table.remarks = ["Column en-L: the English test score of the row's en-L model, fine-tuned and selected on "
@@ -116,13 +118,14 @@ def real_pairs(results_dir: str, rows: Sequence[Row], languages: Sequence[str], 
             paper_task = row.paper.get(task, {})
             for lang in languages:
                 r = readings[row.key, task, lang]
-                cells.append(Cell(value=r.value, paper=paper_task.get(lang), gap=r.gap, note=r.note))
+                cells.append(value_cell(r, paper=paper_task.get(lang), note=r.note))
             cells.append(average_cell(values[row.key][task], paper_task, languages))
         table.add_row(row.label, cells)
     table.remarks = [f"Test scores: {', '.join(t for t, _ in TASKS)} = accuracy, span F1, LAS; mean of the best "
                      f"two fine-tuning settings over seeds (one setting: that setting). {AVERAGE} = mean over "
-                     "languages, as the paper's column.", REFERENCES]
+                     "languages, as the paper's column.", REFERENCES, NOISE]
     table.sections = [english_table(rows, english_readings, english_values, languages)]
-    english = EnglishScores(english_values, baseline_names(english_readings), frozen_more(english_readings))
-    table.findings = findings(values, paper_values(data, languages), english)
+    english = EnglishScores(english_values, baseline_names(english_readings), frozen_more(english_readings),
+                            noise_of(english_readings, SINGLE_SEED_SD_ENGLISH))
+    table.findings = findings(values, paper_values(data, languages), english, noise_of(readings, SINGLE_SEED_SD))
     return table

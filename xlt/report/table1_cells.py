@@ -5,13 +5,22 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
+from xlt.report.noise import SE_MULTIPLE, SINGLE_SEED_SD, SINGLE_SEED_SD_ENGLISH, Noise, Spread
+from xlt.report.render import Cell
 from xlt.report.sources import (BASELINES_FORMAT, FINETUNE_FORMAT, Reading, baseline_score, finetune_score, load_json,
                                 missing_reason, unigram_fit)
 from xlt.report.table1_findings import BASELINES, CONTROL, TASKS, Values
 
 SOURCE = "en"
+
+NOISE = (f"± = sample std over the n fine-tuning seeds of a cell (n > 1 only). A finding holds or fails only where "
+         f"its margin is more than {SE_MULTIPLE:g} standard errors from its threshold (SE of a difference: "
+         "sqrt(sd_a²/n_a + sd_b²/n_b)); closer, it is inconclusive and prints both. A one-seed cell has no spread: "
+         f"it is taken to vary as far as one seed moved between two CPU kinds where that was measured (NER: "
+         f"{SINGLE_SEED_SD['ner']:g} zero-shot, {SINGLE_SEED_SD_ENGLISH['ner']:g} English F1), and otherwise leaves "
+         "its comparisons without a noise estimate (inconclusive).")
 
 
 @dataclass
@@ -104,3 +113,27 @@ def baseline_names(english_readings: dict) -> dict[str, list[str]]:
     return {task: sorted({r.extra["baseline"] for (row, t, _), r in english_readings.items()
                           if row == BASELINES and t == task and r.extra})
             for task, _ in TASKS}
+
+
+def spread(reading: Reading) -> Optional[Spread]:
+    """The seeds behind a fine-tuning cell (None: a baseline, or no score)."""
+    extra = reading.extra or {}
+    n = extra.get("n_seeds")
+    if reading.value is None or isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        return None
+    sd = extra.get("std")
+    return Spread(float(sd) if isinstance(sd, (int, float)) and not isinstance(sd, bool) else None, n)
+
+
+def noise_of(readings: dict, single_seed_sd: dict[str, float]) -> Noise:
+    """The seed spreads of a table's cells, as :mod:`xlt.report.noise` reads them."""
+    return Noise({cell: s for cell, reading in readings.items() if (s := spread(reading)) is not None},
+                 dict(single_seed_sd))
+
+
+def value_cell(reading: Reading, paper: Optional[float] = None, note: Optional[str] = None) -> Cell:
+    """A table cell of a reading: its value, and its seeds' std and number (shown as mean ± std where
+    more than one seed ran)."""
+    s = spread(reading)
+    return Cell(value=reading.value, paper=paper, gap=reading.gap, note=note,
+                std=s.sd if s else None, n=s.n if s else None)

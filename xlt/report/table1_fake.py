@@ -21,12 +21,14 @@ English are left out of a claim, by name.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 from typing import Callable, Optional, Sequence
 
-from xlt.report.findings import Finding, Inconclusive, Verdict, check, decide, require
+from xlt.report.findings import Finding, Inconclusive, Verdict, check, require
+from xlt.report.noise import SINGLE_SEED_SD, SINGLE_SEED_SD_ENGLISH, Noise, estimate, judge, judge_tied, settle
 from xlt.report.render import Cell, ReportTable
-from xlt.report.table1_cells import Row, baseline_names, collect, freezing_note, frozen_more
+from xlt.report.table1_cells import NOISE, Row, baseline_names, collect, freezing_note, frozen_more, noise_of, value_cell
 from xlt.report.table1_findings import (BASELINES, CONTROL, MIN_MARGIN, TASKS, TIE, EnglishScores, Floor, Values,
                                         deeper_separation_hurts, extra_anchors_help, gated, sep_emb_l16_collapses,
                                         transfers, unlearned)
@@ -35,6 +37,7 @@ from xlt.text.fake import FAKE
 FLOOR = Floor("the best trivial baseline", BASELINES)
 SEPARATED = ("sep-emb", "sep-emb+l1-3", "sep-emb+l1-6", "sep-l1-3", "sep-l1-6")
 COLUMNS = ["zero-shot", "English", "relative"]
+REFERENCE = {CONTROL: "No pretraining", BASELINES: "the baseline"}
 
 
 def score(values: Values, row: str, task: str) -> Optional[float]:
@@ -56,45 +59,50 @@ def relative_transfer(values: Values, english: Values, row: str, task: str) -> f
 
 
 # ---- findings ----------------------------------------------------------------------------------------
-def pretraining_transfers(english: Values) -> Callable[[Values], Verdict]:
+def pretraining_transfers(english: Values) -> Callable[..., Verdict]:
     """Default against both references on every task: whatever it gains over them crossed to a
     language that shares no token with English."""
-    def rule(values: Values) -> Verdict:
-        margins, parts = {}, []
+    def rule(values: Values, noise: Optional[Noise] = None) -> Verdict:
+        parts, texts, missing = [], [], False
         for task, _ in TASKS:
             default, control, floor = (score(values, row, task) for row in ("default", CONTROL, BASELINES))
             if None in (default, control, floor):
-                parts.append(f"{task}: no Default, No pretraining or baseline score")
+                texts.append(f"{task}: no Default, No pretraining or baseline score")
+                missing = True
                 continue
-            margins[task] = default - max(control, floor)
+            margin = default - max(control, floor)
             try:
                 relative = f"relative transfer {relative_transfer(values, english, 'default', task):.2f}"
             except Inconclusive as reason:
                 relative = f"no relative transfer: {reason}"
-            parts.append(f"{task}: Default {default:.1f}, No pretraining {control:.1f}, best trivial baseline "
-                         f"{floor:.1f} ({margins[task]:+.1f}; {relative})")
-        detail = "; ".join(parts)
-        if any(m <= -TIE for m in margins.values()):
-            return decide(False, detail)
-        if len(margins) < len(TASKS) or any(m < TIE for m in margins.values()):
-            raise Inconclusive(f"{detail} (a task is missing or within {TIE:g} point: a tie at one seed)")
-        return decide(True, detail)
+            over = {ref: estimate(values, noise, {("default", task, FAKE): 1.0, (ref, task, FAKE): -1.0})
+                    for ref in (CONTROL, BASELINES)}
+            noises = "; ".join(f"over {REFERENCE[ref]}: {e.beside(f'{e.value:+.1f}')}" for ref, e in over.items()
+                               if not e.exact)
+            parts += [(f"{task} over {ref}", judge_tied(e, TIE)) for ref, e in over.items()]
+            texts.append(f"{task}: Default {default:.1f}, No pretraining {control:.1f}, best trivial baseline "
+                         f"{floor:.1f} ({margin:+.1f}; {relative}{'; ' + noises if noises else ''})")
+        detail = "; ".join(texts)
+        if missing and not any(p is False for _, p in parts):
+            raise Inconclusive(f"{detail} (a task is missing)")
+        return settle(parts, detail + (f" (within {TIE:g} point is a tie)" if any(p is None for _, p in parts) else ""))
     return rule
 
 
-def separation_hurts(values: Values) -> Verdict:
+def separation_hurts(values: Values, noise: Optional[Noise] = None) -> Verdict:
     usable = transfers(values, floor=FLOOR)
-    parts, broken = [], False
+    texts, parts = [], []
     for task in usable.tasks():
-        diffs = {row: score(values, row, task) - score(values, "default", task)
+        below = {row: estimate(values, noise, {(row, task, FAKE): 1.0, ("default", task, FAKE): -1.0})
                  for row in SEPARATED if score(values, row, task) is not None}
-        if not diffs:
+        if not below:
             usable.skipped.append(f"left out: no separated row has a {task} score")
             continue
-        broken |= any(d >= 0 for d in diffs.values())
-        parts.append(f"{task}: " + ", ".join(f"{row} {d:+.1f}" for row, d in diffs.items()))
-    usable.require(parts)
-    return decide(not broken, usable.detail("each row - Default: " + "; ".join(parts)))
+        # the claim is row < Default: judged on Default - row > 0
+        parts += [(f"{task} {row}", judge(replace(e, value=-e.value))) for row, e in below.items()]
+        texts.append(f"{task}: " + ", ".join(e.after(f"{row} {e.value:+.1f}") for row, e in below.items()))
+    usable.require(texts)
+    return settle(parts, usable.detail("each row - Default: " + "; ".join(texts)))
 
 
 def claims(english: Values) -> list[tuple[str, Callable[[Values], Verdict], Sequence[str]]]:
@@ -115,11 +123,12 @@ def claims(english: Values) -> list[tuple[str, Callable[[Values], Verdict], Sequ
     ]
 
 
-def findings(values: Values, english: EnglishScores) -> list[Finding]:
-    """The claims on the pair's zero-shot scores, without the rows that did not learn English."""
+def findings(values: Values, english: EnglishScores, noise: Optional[Noise] = None) -> list[Finding]:
+    """The claims on the pair's zero-shot scores, without the rows that did not learn English, each
+    decided only beyond ``noise`` (the zero-shot cells' seed spreads; None: exact numbers)."""
     gaps = unlearned(english)
-    return [check(f"Fake-English: {claim}", gated(rule, gaps, rows, english.frozen_more), values, None)
-            for claim, rule, rows in claims(english.values)]
+    return [check(f"Fake-English: {claim}", gated(partial(rule, noise=noise), gaps, rows, english.frozen_more),
+                  values, None) for claim, rule, rows in claims(english.values)]
 
 
 # ---- the table ---------------------------------------------------------------------------------------
@@ -145,15 +154,16 @@ def build(results_dir: str, rows: Sequence[Row]) -> ReportTable:
         for task, _ in TASKS:
             target, source = readings[row.key, task, FAKE], english_readings[row.key, task, FAKE]
             note = "; ".join(filter(None, [source.note, freezing_note(english_readings, (row.key, task, FAKE))]))
-            cells += [Cell(value=target.value, gap=target.gap, note=target.note),
-                      Cell(value=source.value, gap=source.gap, note=note or None),
+            cells += [value_cell(target, note=target.note), value_cell(source, note=note or None),
                       relative_cell(values, english, row, task, target.gap)]
         table.add_row(row.label, cells)
     table.remarks = [
         "Zero-shot: the en-fake model's score on the Fake-English test set (English's, every character mapped, "
         "labels kept); English: the same model on the English test set. relative = (zero-shot - best trivial "
         "baseline) / (English - best trivial baseline), each baseline on its own test set: 1 = as good as on "
-        "English, 0 = no better than a model-free rule. No paper prints these numbers."]
+        "English, 0 = no better than a model-free rule. No paper prints these numbers.", NOISE]
     table.findings = findings(values, EnglishScores(english, baseline_names(english_readings),
-                                                    frozen_more(english_readings)))
+                                                    frozen_more(english_readings),
+                                                    noise_of(english_readings, SINGLE_SEED_SD_ENGLISH)),
+                              noise_of(readings, SINGLE_SEED_SD))
     return table
