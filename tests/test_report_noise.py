@@ -65,7 +65,7 @@ def test_a_margin_beyond_two_standard_errors_holds_or_fails_and_a_smaller_one_is
     xnli = finding(t, "Pretraining beats no pretraining on XNLI")
     assert textbook_two_se([20.0, 28.0, 24.0], [18.0, 22.0, 17.0]) == pytest.approx(5.54, abs=0.01)
     assert xnli.verdict == INCONCLUSIVE and "Default 24.0, No pretraining 19.0 (+5.0, 2 SE 5.5)" in xnli.detail
-    assert "within the noise" in xnli.detail
+    assert xnli.detail.endswith("; not decided, within 2 SE of the threshold or without a noise estimate")
 
     # the same margin with seeds that agree stands clear of them
     write_cell(tmp_path, "default", "xnli", [23.9, 24.0, 24.1])
@@ -83,7 +83,7 @@ def test_one_seed_takes_the_cross_cpu_floor_on_ner_and_has_no_noise_estimate_els
     t = table1.build(str(tmp_path), ["fr"])
     ner = finding(t, "Pretraining beats no pretraining on NER")
     two_se = 2 * math.sqrt(2) * floor             # 19.2: two one-seed cells at the floor
-    assert ner.verdict == HOLDS and f"(+20.0, 2 SE {two_se:.1f} (one-seed cells at the cross-CPU floor))" in ner.detail
+    assert ner.verdict == HOLDS and f"(+20.0, 2 SE {two_se:.1f}, one-seed cells at the cross-CPU floor)" in ner.detail
     parse = finding(t, "Pretraining beats no pretraining on Parsing")
     assert parse.verdict == INCONCLUSIVE      # a 20-point margin, but no noise estimate for the one-seed side
     assert "(+20.0, no noise estimate: one fine-tuning seed for control parse fr)" in parse.detail
@@ -154,7 +154,8 @@ def test_fake_english_findings_use_the_same_noise(tmp_path):
     assert more.verdict == INCONCLUSIVE
     # sep-l1-3 - sep-l1-6: 1.0 against 2 SE = 2 sqrt(16/3 + 16/3) = 6.5
     assert "sep-l1-3 30.0 > sep-l1-6 29.0 (sep-l1-3 - sep-l1-6: +1.0, 2 SE 6.5)" in more.detail
-    assert more.detail.endswith("within the noise (2 SE) or without a noise estimate: xnli sep-l1-3 > sep-l1-6, "
+    assert more.detail.endswith("not decided, within 2 SE of the threshold or without a noise estimate: "
+                                "xnli sep-l1-3 > sep-l1-6, "
                                 "ner sep-l1-3 > sep-l1-6, parse sep-l1-3 > sep-l1-6")
     assert finding(t, "Fake-English: Pretraining transfers without").verdict == HOLDS
     anchors = finding(t, "Fake-English: Anchors added by code-switching")

@@ -86,7 +86,7 @@ class Estimate:
             return ""
         if self.se is None:
             return f"no noise estimate: one fine-tuning seed for {', '.join(self.blind)}"
-        return f"{SE_MULTIPLE:g} SE {SE_MULTIPLE * self.se:.1f}" + (" (one-seed cells at the cross-CPU floor)"
+        return f"{SE_MULTIPLE:g} SE {SE_MULTIPLE * self.se:.1f}" + (", one-seed cells at the cross-CPU floor"
                                                                   if self.floored else "")
 
     def beside(self, number: str) -> str:
@@ -105,9 +105,9 @@ def estimate(values: Values, noise: Optional[Noise], terms: Terms, constant: flo
         return Estimate(value, exact=True)
     total, blind, floored = 0.0, [], False
     for cell, c in terms.items():
-        variance, at_floor = noise.variance(cell)
         if c == 0:
             continue
+        variance, at_floor = noise.variance(cell)
         if variance is None:
             blind.append(f"{cell[0]} {cell[1]} {cell[2]}")
             continue
@@ -159,5 +159,6 @@ def settle(parts: Sequence[tuple[str, Optional[bool]]], detail: str) -> Verdict:
     if all(p is True for _, p in parts):
         return decide(True, detail)
     within = [name for name, p in parts if p is None]
-    raise Inconclusive(f"{detail}; within the noise ({SE_MULTIPLE:g} SE) or without a noise estimate: "
-                       f"{', '.join(within)}")
+    what = f": {', '.join(within)}" if len(parts) > 1 else ""
+    raise Inconclusive(f"{detail}; not decided, within {SE_MULTIPLE:g} SE of the threshold or without a noise "
+                       f"estimate{what}")
