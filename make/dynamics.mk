@@ -33,18 +33,20 @@ $(DYN)/models/%/finished: $$(call row_data,$$*)/stores.stamp
 	  --sharing $(word 2,$(ROW_$(patsubst %/,%,$(dir $*)))) $(PRETRAIN_ARGS) --snapshot-every $(SNAPSHOT_EVERY)
 	touch $@
 
-# What each measure reads: the XNLI dev premises (CKA, language identity, contextual words), the
-# MUSE test dictionary (word retrieval), Tatoeba (sentence retrieval), the NER task files (--data-dir).
+# What each measure reads: the XNLI dev premises (CKA, language identity), the MUSE test dictionary
+# and the first CWORD_SENTENCES lines of the pretraining text (word retrieval, as §5.1's alignment),
+# Tatoeba (sentence retrieval), the NER task files (--data-dir).
 DYN_DATA = $(W)/parallel/xnli-dev.en.txt $(W)/parallel/xnli-dev.$(DYNAMICS_LANG).txt \
   $(MUSE)/en-$(DYNAMICS_LANG).5000-6500.txt \
   $(call TATOEBA,$(DYNAMICS_LANG)).eng $(call TATOEBA,$(DYNAMICS_LANG)).$(TATOEBA_$(DYNAMICS_LANG)) \
-  $(call ner_files,$(DYNAMICS_LANG))
+  $(W)/raw/en.train $(W)/raw/$(DYNAMICS_LANG).train $(call ner_files,$(DYNAMICS_LANG))
 # A stamp, not records.jsonl: the records are appended to, never remade, and .DELETE_ON_ERROR must
 # not delete them when one tracking call fails.
 $(DYN)/track/tracked.stamp: $(foreach run,$(DYN_RUNS),$(run)/finished) $(DYN_DATA)
 	$(XLT) track $(foreach r,$(DYNAMICS_ROWS),--run $(DYN)/models/$(r)/en-$(DYNAMICS_LANG) --label "$(LABEL_$(r))") \
 	  --device $(DEVICE) --parallel $(wordlist 1,2,$(DYN_DATA)) --dictionary $(word 3,$(DYN_DATA)) \
-	  --tatoeba $(wordlist 4,5,$(DYN_DATA)) --ner-data-dir $(T) $(TRACK_ARGS) -o $(@D)
+	  --tatoeba $(wordlist 4,5,$(DYN_DATA)) --word-corpus $(wordlist 6,7,$(DYN_DATA)) \
+	  --word-sentences $(CWORD_SENTENCES) --ner-data-dir $(T) $(TRACK_ARGS) -o $(@D)
 	touch $@
 
 $(DYN)/report/report.stamp: $(DYN)/track/tracked.stamp

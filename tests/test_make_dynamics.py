@@ -34,6 +34,7 @@ def test_dynamics_pretrains_two_rows_with_snapshots_tracks_and_reports_them(tmp_
     assert f"-o {work}/dynamics/track" in track
     for option in ("--parallel", "--dictionary", "--tatoeba", "--ner-data-dir"):
         assert option in track
+    assert re.search(rf"--word-corpus {work}/raw/en.train {work}/raw/fr.train +--word-sentences 2000\b", track)
     assert "xnli-dev.en.txt" in track and "en-fr.5000-6500.txt" in track and "tatoeba.fra-eng" in track
     [report] = xlt_commands(lines, "report")
     assert f"report dynamics --records {work}/dynamics/track/records.jsonl -o {work}/dynamics/report" in report

@@ -128,6 +128,17 @@ def test_a_measure_asked_for_later_is_added_to_every_snapshot(world, tmp_path, c
     assert Counter(r["snapshot"] for r in added) == {"random": 3, "step-3": 3, "step-10": 3}
 
 
+def test_word_retrieval_reads_its_own_corpus_for_contextual_layers(world, tmp_path, capsys):
+    run, out = fresh_run(world, tmp_path, (10,)), tmp_path / "track"
+    track(capsys, run, out, "--dictionary", world["dictionary"], "--measures", "word_p1")
+    assert sorted(r["layer"] for r in records(out) if r["snapshot"] == "step-10") == [0]  # no corpus: the table only
+    out = tmp_path / "track2"
+    track(capsys, run, out, "--dictionary", world["dictionary"], "--word-corpus", *world["tatoeba"],
+          "--word-sentences", "20", "--measures", "word_p1", "--measures", "word_mrr")
+    assert Counter((r["snapshot"], r["measure"]) for r in records(out)) == {
+        (s, m): len(LAYERS) for s in ("random", "step-10") for m in ("word_p1", "word_mrr")}
+
+
 def test_dev_ppl_equals_pretrainings_own_evaluation_of_the_checkpoint(world, tmp_path, capsys):
     run, out = fresh_run(world, tmp_path, (RUN_STEPS,)), tmp_path / "track"
     track(capsys, run, out, "--measures", "dev_ppl")

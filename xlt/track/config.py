@@ -40,6 +40,12 @@ class TrackConfig:
         "language-identity signal and the corpus of contextual words", default=None, metavar="SRC_FILE TGT_FILE")
     dictionary: Optional[str] = help_field("bilingual dictionary source -> other language (MUSE format): word "
                                            "retrieval P@1 and MRR", default=None, metavar="FILE")
+    word_corpus: Optional[tuple[str, str]] = help_field(
+        "raw text of the source and the other language, one sentence per line: the corpus of the contextual "
+        "word vectors of word retrieval (layers 1..L; default: the --parallel sentences; without either, "
+        "word retrieval has layer 0 only)", default=None, metavar="SRC_FILE TGT_FILE")
+    word_sentences: int = help_field("contextual word retrieval: sentences read of each --word-corpus file (the "
+                                     "first)", default=2000)
     tatoeba: Optional[tuple[str, str]] = help_field("Tatoeba test sentences of the source and the other language "
                                                     "(line-parallel): sentence retrieval P@1",
                                                     default=None, metavar="SRC_FILE TGT_FILE")
@@ -72,7 +78,7 @@ class TrackConfig:
         for name in self.measures:
             if name not in MEASURES:
                 raise XltError(f"unknown measure {name!r} (one of: {', '.join(MEASURES)})")
-        for name in ("max_sentences", "max_words", "ner_train_sentences", "ner_epochs", "ner_batch_size",
+        for name in ("max_sentences", "max_words", "word_sentences", "ner_train_sentences", "ner_epochs", "ner_batch_size",
                      "batch_size"):
             if getattr(self, name) < 1:
                 raise XltError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
@@ -80,7 +86,7 @@ class TrackConfig:
             raise XltError(f"--ner-lr must be positive, got {self.ner_lr}")
         for run in self.runs:
             check_run_directory(run)
-        for pair in (self.parallel, self.tatoeba):
+        for pair in (self.parallel, self.tatoeba, self.word_corpus):
             for path in pair or ():
                 require_file(path, "sentence file")
         if self.dictionary is not None:

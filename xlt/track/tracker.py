@@ -82,9 +82,12 @@ class RunTracker:
             return
         self._languages(languages)
         self.memo = TextMemo(os.path.join(self.track_dir, "cache"), self.run)
-        if self.data.parallel is not None and {"word_p1", "word_mrr"} & set(self.measures):
-            self.corpora = tuple(self._corpus_file(lang, lines)
-                                 for lang, lines in zip((self.source, self.target), self.data.parallel))
+        if {"word_p1", "word_mrr"} & set(self.measures):
+            if self.cfg.word_corpus is not None:
+                self.corpora = self.cfg.word_corpus
+            elif self.data.parallel is not None:
+                self.corpora = tuple(self._corpus_file(lang, lines)
+                                     for lang, lines in zip((self.source, self.target), self.data.parallel))
         if "ner_f1" in self.measures:
             self.ner_dir = prepare_ner(self.cfg.ner_data_dir, os.path.join(self.track_dir, "data"),
                                        [self.source, self.target], self.source, self.cfg.ner_train_sentences,
