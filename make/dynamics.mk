@@ -7,7 +7,8 @@
 #
 #   $(W)/dynamics/models/<row>/en-<L>/   pretraining run with checkpoints/step-N.pt; `finished` once done
 #   $(W)/dynamics/track/records.jsonl    one record per (snapshot, measure, language, layer): docs/cron.md
-#   $(W)/dynamics/report/                the curves and tables of `xlt report dynamics`
+#   $(W)/dynamics/report/dynamics.md     `xlt report dynamics`: when each measure emerges, beside its
+#                                        .csv/.json tables and one PNG curve per measure
 #
 # The runs here are their own (Table 1's are pretrained without snapshots). To follow a run while
 # it trains, call the same `xlt track` from cron (docs/cron.md): it evaluates what is new each time.
@@ -49,10 +50,10 @@ $(DYN)/track/tracked.stamp: $(foreach run,$(DYN_RUNS),$(run)/finished) $(DYN_DAT
 	  --word-sentences $(CWORD_SENTENCES) --ner-data-dir $(T) $(TRACK_ARGS) -o $(@D)
 	touch $@
 
-$(DYN)/report/report.stamp: $(DYN)/track/tracked.stamp
-	$(XLT) report dynamics --records $(<D)/records.jsonl -o $(@D)
-	touch $@
+$(DYN)/report/dynamics.md: $(DYN)/track/tracked.stamp
+	$(XLT) report dynamics --records $(<D)/records.jsonl -o $(@D) > /dev/null
 
 .PHONY: reproduce-dynamics
-reproduce-dynamics: $(DYN)/report/report.stamp
+reproduce-dynamics: $(DYN)/report/dynamics.md
+	@cat $<
 	@echo "dynamics at SCALE=$(SCALE): records $(DYN)/track/records.jsonl, curves and tables $(DYN)/report/"
