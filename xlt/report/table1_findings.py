@@ -131,7 +131,8 @@ def deeper_separation_hurts(values: Values, floor: Floor = BY_CHANCE, noise: Opt
             compared.append(f"{task}: {text}")
             links += [(f"{task} {a} > {b}", judge(e)) for a, b, e in zip(chain, chain[1:], steps)]
             if any(judge(e) is False for e in steps):
-                broken.append(f"{task}: " + ", ".join(scores) + " (not decreasing)")
+                shown = ", ".join(scores) if noise is None else text   # with noise: each step's margin and 2 SE
+                broken.append(f"{task}: {shown} (not decreasing)")
     usable.require(compared)
     if broken:
         return decide(False, usable.detail("; ".join(broken)))
