@@ -227,6 +227,21 @@ def test_ner_f1_source_and_target_with_the_untrained_control_as_bound(world, tmp
     assert test_file.read_text().count("\n\n") == 8
 
 
+def test_ner_waits_for_best_pt_without_holding_up_the_other_measures(world, tmp_path, capsys):
+    run, out = fresh_run(world, tmp_path, (10,)), tmp_path / "track"
+    best = run / "checkpoints" / "best.pt"
+    best.rename(tmp_path / "best.pt")  # a run before its first evaluation: the untrained control has no architecture yet
+    args = ("--ner-data-dir", world["ner"], "--ner-epochs", "1", "--max-sentences", "8", "--parallel", *world["parallel"],
+            "--measures", "ner_f1", "--measures", "cka")
+    res = track(capsys, run, out, *args)
+    assert {r["measure"] for r in records(out)} == {"cka"}
+    assert "ner_f1: 1 snapshot(s) wait for the random encoder's bound" in res.stderr
+    (tmp_path / "best.pt").rename(best)
+    track(capsys, run, out, *args)
+    ner = [r for r in records(out) if r["measure"] == "ner_f1"]
+    assert Counter(r["snapshot"] for r in ner) == {"random": 2, "step-10": 2}
+
+
 def test_a_measure_without_its_data_is_skipped_with_one_message(world, tmp_path, capsys):
     run, out = fresh_run(world, tmp_path, (10,)), tmp_path / "track"
     res = run_in_process(capsys, "track", "--run", run, "--run", run, "-o", out, "--device", "cpu",

@@ -128,21 +128,33 @@ class RunTracker:
     def missing(self, snapshot: str) -> list[str]:
         return [m for m in self.measures if not self.records.is_done(self.run, snapshot, m)]
 
+    def computable(self, snapshot: str) -> list[str]:
+        """The measures ``snapshot`` lacks that can be computed now: a snapshot's record carries the
+        random encoder's value as its bound, so a measure waits for that (dev_ppl's bound is its own)."""
+        if snapshot == RANDOM:
+            return self.missing(RANDOM)
+        return [m for m in self.missing(snapshot) if m == "dev_ppl" or self.records.is_done(self.run, RANDOM, m)]
+
     def track(self) -> None:
         snapshots = list_snapshots(self.run)
         if not snapshots:
             log.info(f"{self.label}: no snapshot yet ({os.path.join(self.run, 'checkpoints', 'step-N.pt')})")
             return
-        todo = [(step, name) for step, name in snapshots if self.missing(name)]
-        if not todo and not self.missing(RANDOM):
+        if not self.missing(RANDOM) and not any(self.missing(name) for _, name in snapshots):
             log.info(f"{self.label}: {len(snapshots)} snapshot(s), all tracked")
             return
-        log.info(f"{self.label}: {len(snapshots)} snapshot(s), {len(todo)} with measures to compute")
-        # Waited for: every snapshot's records carry the random encoder's values as their bounds.
+        # Waited for, not skipped when another process holds it: every snapshot's records need the bounds.
         with snapshot_lock(self.track_dir, self.run, RANDOM, wait=True):
             self.records.refresh()
             if self.missing(RANDOM):
                 self.evaluate(RANDOM, None, snapshots[-1][1])
+        todo = [(step, name) for step, name in snapshots if self.computable(name)]
+        for measure in self.measures:
+            waiting = [name for _, name in snapshots if measure in set(self.missing(name)) - set(self.computable(name))]
+            if waiting:
+                log.info(f"{self.label} {measure}: {len(waiting)} snapshot(s) wait for the random encoder's bound")
+                self.summary.deferred += [(self.run, name, measure) for name in waiting]
+        log.info(f"{self.label}: {len(snapshots)} snapshot(s), {len(todo)} with measures to compute")
         with log.progress(f"track {self.label}", total=len(todo), unit="snapshots") as bar:
             for step, name in todo:
                 with snapshot_lock(self.track_dir, self.run, name) as held:
@@ -151,7 +163,7 @@ class RunTracker:
                         self.summary.busy.append((self.run, name))
                     else:
                         self.records.refresh()
-                        if self.missing(name):
+                        if self.computable(name):
                             self.evaluate(name, step, name)
                 bar.advance(1)
         if self.memo is not None:
@@ -172,11 +184,7 @@ class RunTracker:
         where = snapshot_label(step, snapshot)
         evaluation = SnapshotEval(self, snapshot, self._load(snapshot, checkpoint))
         written = 0
-        for measure in self.missing(snapshot):
-            if snapshot != RANDOM and measure != "dev_ppl" and not self.records.is_done(self.run, RANDOM, measure):
-                log.info(f"{self.label} {where} {measure}: waits for the random encoder's bound")
-                self.summary.deferred.append((self.run, snapshot, measure))
-                continue
+        for measure in self.computable(snapshot):
             start = time.perf_counter()
             try:
                 rows = MEASURE_FUNCTIONS[measure](self, evaluation)
