@@ -1,8 +1,9 @@
 """``xlt track``: records per snapshot and measure, idempotent, lock-safe, bounds once, dev perplexity
 as pretraining computes it, missing data skipped, bad input one error line.
 
-Snapshots are copies of a tiny run's ``last.pt`` under ``step-N.pt`` names (a full checkpoint holds
-every key a weight-only snapshot has); the data are the synthetic grammar's (tests/synthetic.py).
+The tiny run is pretrained with ``--snapshot-every 5``; a snapshot at another step is a copy of its
+``last.pt`` under that name (a full checkpoint holds every key a weight-only snapshot has). The data
+are the synthetic grammar's (tests/synthetic.py).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def world(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("track")
     inputs = build_inputs(root / "inputs")
     run = root / "run"
-    run_xlt("pretrain", "--run-dir", run, *inputs["args"], *tiny_args(RUN_STEPS), check=True)
+    run_xlt("pretrain", "--run-dir", run, *inputs["args"], *tiny_args(RUN_STEPS, snapshot_every="5"), check=True)
     data = root / "data"
     (data / "tatoeba").mkdir(parents=True)
     en, fr = synthetic.write_corpus(data, n=60, seed=5)
@@ -53,16 +54,20 @@ def world(tmp_path_factory) -> dict:
 
 
 def fresh_run(world: dict, tmp_path: Path, steps: tuple[int, ...]) -> Path:
-    """A copy of the tiny run whose snapshots are ``last.pt`` under step-N names."""
+    """A copy of the tiny run with the snapshots of ``steps`` only (its own at 5 and 10, else copies)."""
     run = tmp_path / "models" / "default" / "en-fr"
     shutil.copytree(world["run"], run)
+    for snapshot in (run / "checkpoints").glob("step-*.pt"):
+        snapshot.unlink()
     for step in steps:
-        add_snapshot(run, step)
+        add_snapshot(run, step, world["run"])
     return run
 
 
-def add_snapshot(run: Path, step: int) -> None:
-    shutil.copy(run / "checkpoints" / "last.pt", run / "checkpoints" / f"step-{step}.pt")
+def add_snapshot(run: Path, step: int, original: Path | None = None) -> None:
+    own = None if original is None else original / "checkpoints" / f"step-{step}.pt"
+    source = own if own is not None and own.exists() else run / "checkpoints" / "last.pt"
+    shutil.copy(source, run / "checkpoints" / f"step-{step}.pt")
 
 
 def data_args(world: dict) -> list[str]:
@@ -139,17 +144,18 @@ def test_word_retrieval_reads_its_own_corpus_for_contextual_layers(world, tmp_pa
         (s, m): len(LAYERS) for s in ("random", "step-10") for m in ("word_p1", "word_mrr")}
 
 
-def test_dev_ppl_equals_pretrainings_own_evaluation_of_the_checkpoint(world, tmp_path, capsys):
-    run, out = fresh_run(world, tmp_path, (RUN_STEPS,)), tmp_path / "track"
+def test_dev_ppl_equals_pretrainings_own_evaluation_of_each_snapshot(world, tmp_path, capsys):
+    run, out = fresh_run(world, tmp_path, (5, RUN_STEPS)), tmp_path / "track"
     track(capsys, run, out, "--measures", "dev_ppl")
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    logged = next(m for m in metrics if m["step"] == RUN_STEPS and "valid_en_mlm_ppl" in m)
-    ours = {r["lang"]: r["value"] for r in records(out) if r["snapshot"] == f"step-{RUN_STEPS}"}
-    assert set(ours) == {"en", "fr"}
-    for lang, value in ours.items():  # metrics.jsonl rounds to 4 decimals
-        assert value == pytest.approx(logged[f"valid_{lang}_mlm_ppl"], abs=1e-4)
     randoms = {r["lang"]: r["value"] for r in records(out) if r["snapshot"] == "random"}
-    assert all(randoms[lang] > ours[lang] for lang in ours)  # 10 steps beat a random encoder
+    for step in (5, RUN_STEPS):  # pretraining evaluated the dev sets at steps 5 and 10
+        logged = next(m for m in metrics if m["step"] == step and "valid_en_mlm_ppl" in m)
+        ours = {r["lang"]: r["value"] for r in records(out) if r["snapshot"] == f"step-{step}"}
+        assert set(ours) == {"en", "fr"}
+        for lang, value in ours.items():  # metrics.jsonl rounds to 4 decimals
+            assert value == pytest.approx(logged[f"valid_{lang}_mlm_ppl"], abs=1e-4)
+            assert randoms[lang] > value  # a few steps beat a random encoder
 
 
 def test_text_is_tokenized_once_across_snapshots(world, tmp_path, capsys, monkeypatch):
