@@ -284,16 +284,19 @@ def test_only_whole_snapshot_files_are_listed(tmp_path):
     assert list_snapshots(str(tmp_path)) == [(20, "step-20"), (500, "step-500")]
 
 
-def test_nearer_mean_accuracy_against_a_loop():
-    from xlt.track.measures import nearer_mean_accuracy
+def test_language_variance_share_against_a_loop():
+    from xlt.track.measures import language_variance_share
 
     rng = np.random.default_rng(0)
     a, b = rng.normal(0, 1, (40, 5)), rng.normal(0.4, 1, (30, 5))
-    mean_a, mean_b = a.mean(0), b.mean(0)
-    hits = sum(np.linalg.norm(x - mean_a) < np.linalg.norm(x - mean_b) for x in a)
-    hits += sum(np.linalg.norm(x - mean_b) < np.linalg.norm(x - mean_a) for x in b)
-    assert nearer_mean_accuracy(a, b) == pytest.approx(hits / 70)
-    assert nearer_mean_accuracy(a, a + 100.0) == 1.0
+    rows = list(a) + list(b)
+    grand = sum(rows) / len(rows)
+    total = sum(float((x - grand) @ (x - grand)) for x in rows)
+    within = sum(float((x - a.mean(0)) @ (x - a.mean(0))) for x in a) + \
+        sum(float((x - b.mean(0)) @ (x - b.mean(0))) for x in b)
+    assert language_variance_share(a, b) == pytest.approx(1 - within / total)  # between + within = total
+    assert language_variance_share(np.ones((3, 4)), np.zeros((5, 4))) == 1.0
+    assert language_variance_share(a, a) == pytest.approx(0.0, abs=1e-12)
 
 
 def test_records_are_whole_lines_appended(tmp_path):
