@@ -274,6 +274,12 @@ def test_bad_run_is_one_error_line(tmp_path, capsys, make, fragment):
     assert not (tmp_path / "t" / "records.jsonl").exists()
 
 
+def test_labels_must_match_the_runs(world, tmp_path, capsys):
+    run = fresh_run(world, tmp_path, (10,))
+    res = run_in_process(capsys, "track", "--run", run, "--run", run, "--label", "A", "-o", tmp_path / "t")
+    assert_one_line_error(res, "1 --label for 2 --run")
+
+
 def test_only_whole_snapshot_files_are_listed(tmp_path):
     from xlt.track.snapshots import list_snapshots
 
