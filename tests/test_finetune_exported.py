@@ -24,7 +24,7 @@ from pretrain_fixtures import tiny_args  # noqa: E402
 from test_export import _bpe_inputs  # noqa: E402
 from test_finetune_hf import TRAIN, in_process  # noqa: E402
 
-from xlt.finetune.hf import HFEncoder  # noqa: E402
+from xlt.model.hf_finetune import HFEncoder  # noqa: E402
 
 
 @pytest.fixture(scope="module")

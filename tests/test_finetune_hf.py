@@ -18,7 +18,7 @@ from conftest import run_in_process as in_process, assert_one_line_error, run_xl
 from finetune_hf_data import task_args, write_task  # noqa: E402
 from hf_fixtures import build_models  # noqa: E402
 
-from xlt.finetune.hf import HFRun, segment_ids  # noqa: E402
+from xlt.model.hf_finetune import HFRun, segment_ids  # noqa: E402
 from xlt.finetune.inputs import model_input, pad_model_inputs, special_positions  # noqa: E402
 from xlt.finetune.trainer import frozen_parameter_names  # noqa: E402
 

@@ -20,6 +20,8 @@ from finetune_toy import ToyTask, build_toy_world
 
 from xlt.finetune import ordering, selection
 from xlt.finetune.config import FinetuneConfig, default_path
+from xlt.finetune.plan import make_plan, resolve_grid
+from xlt.finetune.registry import TASKS
 from xlt.finetune.runner import EXIT_BUSY, EXIT_OK, Experiment, finetune
 from xlt.finetune.trainer import frozen_parameter_names, lr_factor
 from xlt.model.interventions import SHIFT_FORMAT, LanguageShift, load_map, load_shift
@@ -57,6 +59,10 @@ def config(world, output: Path, **overrides) -> FinetuneConfig:
     return FinetuneConfig(**values)
 
 
+def experiment(cfg: FinetuneConfig) -> Experiment:
+    return Experiment(make_plan(cfg))
+
+
 def run_files(output: Path) -> dict[str, Path]:
     return {p.name: p for p in sorted((output / "runs").iterdir())}
 
@@ -91,7 +97,7 @@ def test_zero_shot_grid_end_to_end(world, tmp_path):
     # scores reproduce digit for digit on the same CPU kind only: results.json names it
     assert results["environment"]["cpu"] == cpu_model()
     assert results["environment"]["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
-    assert results["encoder_parameters"] == Experiment(config(world, tmp_path / "again")).encoder_parameters()
+    assert results["encoder_parameters"] == experiment(config(world, tmp_path / "again")).encoder_parameters()
     for run in results["runs"]:
         assert len(run["dev_curve"]) == 2 and run["source_dev"] == max(run["dev_curve"])
         assert set(run["results"]["plain"]) == {"en", "fr"}
@@ -113,12 +119,12 @@ def test_zero_shot_grid_end_to_end(world, tmp_path):
 
 def test_results_count_the_encoder_parameters_fine_tuning_freezes(world, tmp_path):
     """The report compares a row's English score with the control's only when the row froze no more."""
-    exp = Experiment(config(world, tmp_path / "out"))
+    exp = experiment(config(world, tmp_path / "out"))
     encoder = exp.pretrained.model.encoder
     total = sum(p.numel() for p in encoder.parameters())
     specific = sum(p.numel() for _, p in encoder.language_specific_parameters())
     assert specific > 0 and exp.encoder_parameters() == {"trained": total - specific, "frozen": specific}
-    bottom = Experiment(config(world, tmp_path / "out1", freeze_bottom=1)).encoder_parameters()
+    bottom = experiment(config(world, tmp_path / "out1", freeze_bottom=1)).encoder_parameters()
     layer0 = sum(p.numel() for n, p in encoder.named_parameters() if n.startswith("layers.0.") and "by_lang" not in n)
     assert bottom["trained"] + bottom["frozen"] == total and bottom["frozen"] > specific + layer0
 
@@ -127,8 +133,8 @@ def test_frozen_parameters_do_not_change(world, tmp_path):
     from xlt.finetune.config import RunSettings
     from xlt.finetune.trainer import RunTrainer
 
-    exp = Experiment(config(world, tmp_path / "out", freeze_bottom=1, epochs=1))
-    settings = next(exp.cfg.grid())
+    exp = experiment(config(world, tmp_path / "out", freeze_bottom=1, epochs=1))
+    settings = exp.plan.grid[0]
     trainer = RunTrainer(exp.source_data(), settings, str(tmp_path / "run"))
     os.makedirs(trainer.run_dir)
     seen = []
@@ -148,8 +154,8 @@ def test_frozen_parameters_do_not_change(world, tmp_path):
     # The shared language-embedding table trains, but only the source's row: fr keeps its pretrained row.
     before = original["language_embeddings.weight"]
     assert "language_embeddings.weight" in frozen  # --freeze-bottom 1 includes the embeddings ...
-    exp2 = Experiment(config(world, tmp_path / "out2", epochs=1))
-    trainer2 = RunTrainer(exp2.source_data(), next(exp2.cfg.grid()), str(tmp_path / "run2"))
+    exp2 = experiment(config(world, tmp_path / "out2", epochs=1))
+    trainer2 = RunTrainer(exp2.source_data(), exp2.plan.grid[0], str(tmp_path / "run2"))
     os.makedirs(trainer2.run_dir)
     trainer2.train()
     table = dict(trainer2.model.encoder.named_parameters())["language_embeddings.weight"]
@@ -239,8 +245,8 @@ def test_finished_runs_are_skipped_and_new_evaluations_need_no_training(world, t
 
 def test_a_locked_run_is_left_to_its_owner(world, tmp_path):
     cfg = config(world, tmp_path / "out", batch_size=[8, 16])
-    exp = Experiment(cfg)
-    busy_dir = exp.run_dir(next(cfg.grid()))
+    exp = experiment(cfg)
+    busy_dir = exp.run_dir(exp.plan.grid[0])
     os.makedirs(busy_dir)
     with exclusive_lock(os.path.join(busy_dir, "lock")):
         outcome = finetune(cfg)
@@ -368,10 +374,10 @@ def test_schedule_config_and_layout():
     assert [linear(s) for s in (0, 1, 2, 11, 20, 25)] == [0.0, 0.5, 1.0, 0.5, 0.0, 0.0]
     assert lr_factor("constant", 0.1, 20)(7) == 1.0
     xnli = FinetuneConfig(task="xnli", model="m", output="o")
-    grid = list(xnli.grid())
+    grid = resolve_grid(xnli, TASKS["xnli"].recipe)
     assert len(grid) == 18 and grid[0].schedule == "constant" and grid[0].epoch_size == 20000
     assert (grid[0].batch_size, grid[0].encoder_lr, grid[0].head_lr) == (4, 1.25e-6, 5e-6)
-    ner = list(FinetuneConfig(task="ner", model="m", output="o", seeds=[1, 2]).grid())
+    ner = resolve_grid(FinetuneConfig(task="ner", model="m", output="o", seeds=[1, 2]), TASKS["ner"].recipe)
     assert len(ner) == 12 and all(s.head_lr == s.encoder_lr for s in ner) and ner[0].schedule == "linear"
     assert default_path("xnli", "data", "fr", "test") == os.path.join("data", "xnli/test-fr.tsv")
     assert default_path("parse", "d", "en", "train") == os.path.join("d", "ud/en_ewt/en_ewt-ud-train.conllu")
@@ -381,13 +387,13 @@ def test_schedule_config_and_layout():
 def test_the_untrained_control_has_the_runs_architecture_and_fresh_weights(world, tmp_path):
     """--checkpoint untrained: the same vocabulary, config and text pipelines, none of the pretrained
     weights; its runs are named apart from the pretrained model's."""
-    pretrained = Experiment(config(world, tmp_path / "a", checkpoint="best")).pretrained
-    control = Experiment(config(world, tmp_path / "b", checkpoint="untrained")).pretrained
+    pretrained = experiment(config(world, tmp_path / "a", checkpoint="best")).pretrained
+    control = experiment(config(world, tmp_path / "b", checkpoint="untrained")).pretrained
     assert control.config == pretrained.config and control.vocab.sha256 == pretrained.vocab.sha256
     trained, fresh = pretrained.model.state_dict(), control.model.state_dict()
     assert trained.keys() == fresh.keys()
     assert all(not torch.equal(trained[k], fresh[k]) for k in trained if k.endswith("qkv.weight"))
-    again = Experiment(config(world, tmp_path / "c", checkpoint="untrained")).pretrained.model.state_dict()
+    again = experiment(config(world, tmp_path / "c", checkpoint="untrained")).pretrained.model.state_dict()
     assert all(torch.equal(fresh[k], again[k]) for k in fresh)  # one fixed initialisation
     finetune(config(world, tmp_path / "b", checkpoint="untrained", epochs=1))
     finetune(config(world, tmp_path / "a", checkpoint="best", epochs=1))

@@ -136,7 +136,8 @@ def test_static_file_with_a_wrong_dimension_line_is_one_error_line(tmp_path):
     bad = tmp_path / "bad.txt"
     bad.write_text("2 3\nthe 0.1 0.2 0.3\ncat 0.1 0.2\n", encoding="utf-8")
     res = run_xlt("finetune", "xnli", "--model", f"static:{bad}", "-o", str(tmp_path / "o"), "--train", "en",
-                  str(f["train"]), "--dev", "en", str(f["dev"]), "--eval", "fr", str(f["fr-dev"]), str(f["fr-test"]))
+                  str(f["train"]), "--dev", "en", str(f["dev"]), "--eval", "en", str(f["dev"]), str(f["test"]),
+                  "--eval", "fr", str(f["fr-dev"]), str(f["fr-test"]))
     assert_one_line_error(res, "bad.txt", "3")
     assert res.returncode == 2
 
@@ -146,5 +147,6 @@ def test_bpe_vectors_without_codes_are_refused(tmp_path):
     emb = tmp_path / "bpe.txt"
     write_word2vec(emb, ["the", "ca@@", "t"], np.ones((3, 4), dtype=np.float32))
     res = run_xlt("finetune", "xnli", "--model", f"static:{emb}", "-o", str(tmp_path / "o"), "--train", "en",
-                  str(f["train"]), "--dev", "en", str(f["dev"]), "--eval", "fr", str(f["fr-dev"]), str(f["fr-test"]))
+                  str(f["train"]), "--dev", "en", str(f["dev"]), "--eval", "en", str(f["dev"]), str(f["test"]),
+                  "--eval", "fr", str(f["fr-dev"]), str(f["fr-test"]))
     assert_one_line_error(res, "--codes")

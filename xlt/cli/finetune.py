@@ -62,8 +62,11 @@ def _task_value(text: str) -> Any:
 @click.option("--map-dir", multiple=True, type=click.Path(), metavar="DIR", help=_help("map_dir"))
 @click.option("--shift", multiple=True, type=click.Path(), metavar="FILE", help=_help("shift"))
 @click.option("--shift-alpha", multiple=True, metavar="A[,A...]", help=_help("shift_alpha") + " [default: 1]")
+@click.option("--dry-run", is_flag=True, help="print the plan (model, task, data files, grid, test-time "
+              "transforms, outputs) once every input is checked, and run nothing")
 @dataclass_options(FinetuneConfig, skip=MANUAL, metavars={"data_dir": "DIR"})
-def finetune(task: str, config_file: str | None, targets, eval_, task_settings, map_dir, shift, **values) -> None:
+def finetune(task: str, config_file: str | None, targets, eval_, task_settings, map_dir, shift, dry_run: bool,
+             **values) -> None:
     """Zero-shot cross-lingual transfer: fine-tune on a source language, test on every target.
 
     The pretrained model (plus a new task head) is fine-tuned on the source language over a grid of
@@ -98,9 +101,10 @@ def finetune(task: str, config_file: str | None, targets, eval_, task_settings, 
     Example (test-time mean-difference shift at layer 6, weight chosen per target on its dev set):
       xlt finetune xnli --model runs/en-fr -o results/xnli.mds --freeze-bottom 6 \\
           --shift shift.fr-en.npz --shift-layer 6 --shift-alpha 0.5,1,1.5,2
+    \b
+    Example (what the paper's XNLI grid would run, without running it):
+      xlt finetune xnli --model runs/en-fr.default -o results/xnli.en-fr --target fr --dry-run
     """
-    from xlt.finetune.runner import finetune as run
-
     ctx = click.get_current_context()
     merged: dict[str, Any] = read_config_file(config_file) if config_file else {}
     for name in GENERATED:  # the command line wins over the file, the file over the defaults
@@ -121,6 +125,13 @@ def finetune(task: str, config_file: str | None, targets, eval_, task_settings, 
     if shift:
         merged["shift"] = list(shift)
     cfg = build_config(FinetuneConfig, merged)
+    if dry_run:
+        from xlt.finetune.plan import make_plan
+
+        click.echo(make_plan(cfg).describe(), nl=False)
+        return
+    from xlt.finetune.runner import finetune as run
+
     outcome = run(cfg)
     click.echo(outcome.markdown, nl=False)
     if outcome.exit_code:

@@ -1,25 +1,26 @@
-"""The fine-tuning configuration: one typed dataclass, its per-task defaults, and the grid it spans.
+"""The fine-tuning configuration: one typed dataclass, as ``xlt finetune`` parses it.
 
 :class:`FinetuneConfig` is what ``xlt finetune`` parses (and what a JSON/TOML ``--config`` file may
-hold). Grid-able fields are lists: the grid is ``batch_size x encoder_lr x head_lr`` crossed with
-``seeds``; :meth:`FinetuneConfig.grid` expands it into :class:`RunSettings`, the complete, hashable
-description of ONE training run. Fields left ``None`` take the task's default from
-:data:`TASK_DEFAULTS` (Wu et al. 2020 §3.2), so ``xlt finetune xnli`` alone runs the paper's grid.
+hold): the command's options as given. Grid-able fields are lists; fields left ``None`` take the
+task's default (its :class:`~xlt.finetune.task.TaskRecipe`: Wu et al. 2020 §3.2), so ``xlt finetune
+xnli`` alone runs the paper's grid. :func:`xlt.finetune.plan.make_plan` resolves it once into a
+complete, frozen :class:`~xlt.finetune.plan.FinetunePlan`, whose grid is :class:`RunSettings`, the
+complete, hashable description of ONE training run.
 
-Data paths default to a per-task layout under ``--data-dir`` (:data:`DATA_LAYOUT`, the layout that
-``xlt data fetch`` produces); explicit paths always win.
+Data paths default to the task's layout under ``--data-dir`` (:class:`~xlt.finetune.task.DataLayout`,
+the layout that ``xlt data fetch`` produces); explicit paths always win. This module imports no task
+(nor torch): ``xlt finetune --help`` reads its help texts.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
 import math
 import os
 import typing
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 from xlt.utils.checkpoint_names import check_checkpoint_name
 from xlt.utils.errors import XltError, require_file
@@ -29,60 +30,22 @@ SCHEDULES = ("constant", "linear")
 LANG_EMBEDDING_AT_TEST = ("target", "source")
 
 
-# Wu et al. (2020) §3.2. XNLI follows XLM's recipe (the code they used): Adam with fixed learning
-# rates, an "epoch" of 20,000 training pairs (XLM's --epoch_size), 200 epochs. NER and parsing:
-# 10 passes over the data, 10 % warm-up then linear decay, one learning rate for encoder and head.
-TASK_DEFAULTS: dict[str, dict[str, Any]] = {
-    "xnli": dict(batch_size=[4, 8], encoder_lr=[1.25e-6, 2.5e-6, 5e-6], head_lr=[5e-6, 2.5e-5, 1.25e-4],
-                 epochs=200, epoch_size=20000, schedule="constant", max_len=256),
-    "ner": dict(batch_size=[16, 32], encoder_lr=[2e-5, 3e-5, 5e-5], head_lr=None,
-                epochs=10, epoch_size=None, schedule="linear", max_len=128),
-    "parse": dict(batch_size=[16, 32], encoder_lr=[2e-5, 3e-5, 5e-5], head_lr=None,
-                  epochs=10, epoch_size=None, schedule="linear", max_len=256),
-}
-# A task from a plugin module (``my.module:MyTask``) gets the NER/parsing recipe.
-FALLBACK_DEFAULTS = TASK_DEFAULTS["ner"]
-
-# Where ``xlt data fetch`` puts each task's data, relative to --data-dir. ``{lang}`` and ``{split}``
-# are filled in; a per-language entry overrides the pattern (English XNLI trains on MNLI; WikiANN
-# has no Chinese, Universal NER's Chinese GSD stands in; UD treebanks are named per language).
-UD_TREEBANKS = {"en": "en_ewt", "fr": "fr_gsd", "ru": "ru_gsd", "zh": "zh_gsdsimp", "de": "de_gsd"}
-DATA_LAYOUT: dict[str, dict[str, Any]] = {
-    "xnli": {"train": {"en": "nli/mnli/mnli_20k.tsv"}, "dev": "xnli/dev-{lang}.tsv", "test": "xnli/test-{lang}.tsv"},
-    "ner": {split: {"zh": f"ner/uner/zh_gsdsimp/zh_gsdsimp-ud-{split}.iob2", "*": f"ner/wikiann/{{lang}}/{split}"}
-            for split in ("train", "dev", "test")},
-    "parse": {split: {lang: f"ud/{tb}/{tb}-ud-{split}.conllu" for lang, tb in UD_TREEBANKS.items()}
-              for split in ("train", "dev", "test")},
-}
-
-
-def default_path(task: str, data_dir: Optional[str], lang: str, split: str) -> str:
-    """The layout's file for (task, language, split), or XltError saying which option to give."""
-    entry = DATA_LAYOUT.get(task, {}).get(split)
-    pattern = entry.get(lang, entry.get("*")) if isinstance(entry, dict) else entry
-    if pattern is None:
-        raise XltError(f"no default {split} file for task {task!r} in language {lang!r}; give {naming_option(split)}")
-    if data_dir is None:
-        from xlt.data.recipes import data_dir as fetched_data_dir
-
-        data_dir = str(fetched_data_dir())
-    return os.path.join(data_dir, pattern.format(lang=lang, split=split))
-
-
 def naming_option(split: str, lang: str = "LANG") -> str:
     """The option that names ``lang``'s ``split`` file instead of the layout's."""
     return {"train": f"--train {lang} PATH", "dev": f"--dev {lang} PATH"}.get(split, f"--eval {lang} DEV TEST")
 
 
-def layout_file(task: str, data_dir: Optional[str], lang: str, split: str) -> str:
-    """:func:`default_path`, once it exists. A split nobody named is looked for in the layout even when
-    the other splits were given as files, so a missing one must say where it was looked for and how
-    to name it (a bare "no such file" reads as if the user had named that path)."""
-    path = default_path(task, data_dir, lang, split)
-    if not os.path.exists(path):
-        raise XltError(f"no such {split} file: {lang}'s {split} split was not named, so it is read from the default "
-                       f"data layout (--data-dir); name it with {naming_option(split, lang)}", path)
-    return path
+def default_path(task: str, data_dir: Optional[str], lang: str, split: str) -> str:
+    """The task's layout file (:attr:`~xlt.finetune.task.Task.layout`) for (language, split) under
+    ``data_dir`` (default: where ``xlt data fetch`` writes), or XltError saying which option names it."""
+    # Imported here, not above: the tasks import torch, and `xlt finetune --help` reads this module.
+    from xlt.data.recipes import data_dir as fetched_data_dir
+    from xlt.finetune.registry import task_factory
+
+    layout = getattr(task_factory(task), "layout", None)
+    if layout is None or layout.pattern(lang, split) is None:
+        raise XltError(f"no default {split} file for task {task!r} in language {lang!r}; give {naming_option(split)}")
+    return layout.path(str(fetched_data_dir()) if data_dir is None else data_dir, lang, split)
 
 
 # "untrained" is the honest baseline the papers lack: what fine-tuning alone reaches with the same
@@ -213,37 +176,31 @@ class FinetuneConfig:
             if value is not None and not isinstance(value, list):
                 setattr(self, name, list(value) if isinstance(value, (tuple, set)) else [value])
 
-    def defaults(self) -> dict[str, Any]:
-        return TASK_DEFAULTS.get(self.task, FALLBACK_DEFAULTS)
-
-    def resolved(self, name: str) -> Any:
-        """A field's value, or the task's default when it was left unset."""
-        value = getattr(self, name)
-        return self.defaults()[name] if value is None else value
-
     def validate(self) -> None:
-        """Raise XltError on any value no run could use."""
+        """Raise XltError on any value no run could use. Fields left unset take the task's recipe later
+        (:func:`xlt.finetune.plan.make_plan`), whose values are valid by construction."""
         for name in ("batch_size", "encoder_lr", "seeds"):
-            if not self.resolved(name):
+            if getattr(self, name) is not None and not getattr(self, name):
                 raise XltError(f"--{name.replace('_', '-')} needs at least one value")
         for name in ("batch_size", "encoder_lr", "head_lr", "seeds"):
-            values = self.resolved(name) or []
+            values = getattr(self, name) or []
             if len(set(values)) != len(values):  # one run counted twice would fake a mean +- std
                 raise XltError(f"--{name.replace('_', '-')} lists a value twice: {values}")
-        if any(b < 1 for b in self.resolved("batch_size")):
-            raise XltError(f"batch sizes must be positive, got {self.resolved('batch_size')}")
-        if any(not 0 < lr < math.inf for lr in self.resolved("encoder_lr") + (self.resolved("head_lr") or [])):
+        if any(b < 1 for b in self.batch_size or []):
+            raise XltError(f"batch sizes must be positive, got {self.batch_size}")
+        if any(not 0 < lr < math.inf for lr in (self.encoder_lr or []) + (self.head_lr or [])):
             raise XltError("learning rates must be positive finite numbers")
         if not 0 <= self.clip_norm < math.inf:
             raise XltError(f"--clip-norm must be 0 (off) or a positive number, got {self.clip_norm}")
         if any(not math.isfinite(a) for a in self.shift_alpha):
             raise XltError(f"--shift-alpha takes finite numbers, got {self.shift_alpha}")
-        if self.resolved("epochs") < 1 or self.resolved("max_len") < 3 or self.eval_batch_size < 1:
+        if (self.epochs is not None and self.epochs < 1) or (self.max_len is not None and self.max_len < 3) \
+                or self.eval_batch_size < 1:
             raise XltError("epochs and --eval-batch-size must be at least 1, --max-len at least 3")
-        if self.resolved("epoch_size") is not None and self.resolved("epoch_size") < 1:
+        if self.epoch_size is not None and self.epoch_size < 1:
             raise XltError("--epoch-size must be positive")
-        if self.resolved("schedule") not in SCHEDULES:
-            raise XltError(f"unknown schedule {self.resolved('schedule')!r}; known: {', '.join(SCHEDULES)}")
+        if self.schedule is not None and self.schedule not in SCHEDULES:
+            raise XltError(f"unknown schedule {self.schedule!r}; known: {', '.join(SCHEDULES)}")
         if not 0.0 <= self.warmup_fraction < 1.0:
             raise XltError(f"--warmup-fraction must be in [0, 1), got {self.warmup_fraction}")
         if self.dropout is not None and not 0.0 <= self.dropout < 1.0:
@@ -267,18 +224,6 @@ class FinetuneConfig:
             raise XltError(f"--source, --train and --dev name different languages ({', '.join(sorted(named))}); "
                            "fine-tuning has one source language")
         return named.pop() if named else "en"
-
-    def grid(self) -> Iterator[RunSettings]:
-        """Every (grid point, seed) in a fixed order: batch size, encoder lr, head lr, then seed."""
-        head_lrs = self.resolved("head_lr") or [None]
-        for bs, elr, hlr, seed in itertools.product(self.resolved("batch_size"), self.resolved("encoder_lr"),
-                                                    head_lrs, self.seeds):
-            yield RunSettings(batch_size=int(bs), encoder_lr=float(elr), head_lr=float(elr if hlr is None else hlr),
-                              seed=int(seed), epochs=int(self.resolved("epochs")),
-                              epoch_size=self.resolved("epoch_size"), schedule=self.resolved("schedule"),
-                              warmup_fraction=float(self.warmup_fraction), max_len=int(self.resolved("max_len")),
-                              dropout=self.dropout, freeze_bottom=int(self.freeze_bottom),
-                              clip_norm=float(self.clip_norm), bucket=bool(self.bucket))
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -25,7 +25,7 @@ from xlt.utils import log
 from xlt.utils.textio import atomic_output, file_sha256, read_json, write_json
 
 if TYPE_CHECKING:
-    from xlt.finetune.config import FinetuneConfig
+    from xlt.finetune.plan import FinetunePlan
     from xlt.finetune.task import Batch, Task
     from xlt.model.interventions import LayerMap, TargetShift
 
@@ -36,7 +36,7 @@ class Inputs(Protocol):
     """What :func:`evaluations` reads of a command. The runner's ``Experiment`` is one; stated here so
     that this module needs nothing from the runner that calls it (no import loop)."""
 
-    cfg: "FinetuneConfig"
+    plan: "FinetunePlan"
     task: "Task"
     source: str
     targets: list[str]
@@ -63,15 +63,15 @@ def evaluations(exp: Inputs, run: RunFiles, trainer: Optional[RunTrainer] = None
 
     Without a trainer nothing is computed: None as soon as one evaluation is missing.
     """
-    cfg, task = exp.cfg, exp.task
-    suffix = task.prediction_suffix if cfg.predictions else None
+    task, test_time = exp.task, exp.plan.transforms
+    suffix = task.prediction_suffix if exp.plan.output.predictions else None
     results: dict[str, dict] = {}
     files: dict[str, dict] = {}
     unwritable: list[str] = []
 
     def get(lang: str, split: str, variant: str, params: dict, hook: Optional[LayerHook]) -> Optional[Evaluated]:
         s = exp.splits[lang, split]
-        emb = lang if cfg.lang_embedding_at_test == "target" else exp.source
+        emb = lang if test_time.lang_embedding_at_test == "target" else exp.source
         key = {"lang": lang, "split": split, "data_sha256": s.sha256, "variant": variant, "params": params,
                "lang_embedding": emb}
         path = run.path(os.path.join("eval", f"{lang}-{split}-{variant}-{short_hash(key)}.json"))
@@ -120,14 +120,14 @@ def evaluations(exp: Inputs, run: RunFiles, trainer: Optional[RunTrainer] = None
     metric = task.main_metric
     for lang, shift in exp.shifts.items():
         per_alpha: dict[float, Evaluated] = {}
-        for alpha in cfg.shift_alpha:
+        for alpha in test_time.shift_alpha:
             params = {"layer": shift.layer, "alpha": alpha, "shift": shift.identity}
             evaluated = get(lang, "dev", "shift", params, shift.hook(alpha))
             if evaluated is None:
                 return None
             per_alpha[alpha] = evaluated
         # Liu et al. pick each target's weight on that target's dev set; ties: the earlier weight.
-        alpha = max(cfg.shift_alpha, key=lambda a: (per_alpha[a][0][metric], -cfg.shift_alpha.index(a)))
+        alpha = max(test_time.shift_alpha, key=lambda a: (per_alpha[a][0][metric], -test_time.shift_alpha.index(a)))
         alphas[lang] = alpha
         put("shift", lang, "dev", per_alpha[alpha])
         params = {"layer": shift.layer, "alpha": alpha, "shift": shift.identity}

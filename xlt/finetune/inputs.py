@@ -4,7 +4,7 @@
   (permuted by the runner's generator when ``shuffle``, so a resumed run replays it).
 * :func:`model_input`, :func:`pad_model_inputs`, :func:`special_positions` -- the input layout of the
   model behind a text pipeline: xlt's ``</s> a </s> [b </s>]`` padded with ``<pad>``, or a pipeline's
-  own (a Hugging Face model's ``[CLS] a [SEP] b [SEP]``, :class:`xlt.finetune.hf.HFText`). Tasks build
+  own (a Hugging Face model's ``[CLS] a [SEP] b [SEP]``, :class:`xlt.model.hf_finetune.HFText`). Tasks build
   inputs through these, never with xlt's ids directly, so every task runs on every kind of model.
 * :func:`pad_rows` -- right-padding label rows to the longest row.
 * :class:`EncodingMemo` -- tokenization (Moses + BPE) costs ~50 µs per CoNLL word on CPU, i.e.

@@ -27,7 +27,7 @@ from xlt.finetune.inputs import (IGNORE, EncodingMemo, example_order, model_inpu
                                   settings_from, special_positions)
 from xlt.finetune.metrics import F1_MODES, postprocess_tags, span_f1, tag_type
 from xlt.finetune.predictions import write_tagged
-from xlt.finetune.task import Batch, LinearHead, Task
+from xlt.finetune.task import TAGGING_RECIPE, Batch, DataLayout, LinearHead, Task
 from xlt.pretrain.pretrained import TextPipeline
 from xlt.utils.errors import XltError
 from xlt.utils.textio import read_numbered_lines
@@ -241,6 +241,10 @@ class NERTask(Task):
     main_metric = "f1"
     prediction_suffix = ".ner"
     Settings = NERSettings
+    recipe = TAGGING_RECIPE
+    # WikiANN; it has no Chinese, Universal NER's Chinese GSD stands in.
+    layout = DataLayout({split: {"zh": f"ner/uner/zh_gsdsimp/zh_gsdsimp-ud-{split}.iob2",
+                                 "*": f"ner/wikiann/{{lang}}/{split}"} for split in ("train", "dev", "test")})
 
     def __init__(self, **settings) -> None:
         self.settings = settings_from(NERSettings, settings, self.name)

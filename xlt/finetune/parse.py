@@ -32,13 +32,15 @@ from xlt.finetune.inputs import (IGNORE, EncodingMemo, example_order, model_inpu
 from xlt.finetune.metrics import attachment_scores, strip_subtype
 from xlt.finetune.mst import decode_tree
 from xlt.finetune.predictions import write_conllu
-from xlt.finetune.task import Batch, Task, TaskHead
+from xlt.finetune.task import Batch, DataLayout, Task, TaskHead, TaskRecipe
 from xlt.pretrain.pretrained import TextPipeline
 from xlt.utils.errors import XltError
 from xlt.utils.log import info
 from xlt.utils.textio import read_numbered_lines
 
 CONLLU_COLUMNS = 10
+# The Universal Dependencies treebank of each language (UD v2.3 in the paper).
+UD_TREEBANKS = {"en": "en_ewt", "fr": "fr_gsd", "ru": "ru_gsd", "zh": "zh_gsdsimp", "de": "de_gsd"}
 
 
 @dataclass(eq=False)   # identity hashing: examples are keys of the encoding memo
@@ -205,6 +207,11 @@ class ParseTask(Task):
     main_metric = "las"
     prediction_suffix = ".conllu"
     Settings = ParseSettings
+    # Wu et al. (2020) §3.2: NER's recipe on longer inputs.
+    recipe = TaskRecipe(batch_size=(16, 32), encoder_lr=(2e-5, 3e-5, 5e-5), head_lr=None, epochs=10,
+                        epoch_size=None, schedule="linear", max_len=256)
+    layout = DataLayout({split: {lang: f"ud/{tb}/{tb}-ud-{split}.conllu" for lang, tb in UD_TREEBANKS.items()}
+                         for split in ("train", "dev", "test")})
 
     def __init__(self, **settings) -> None:
         self.settings = settings_from(ParseSettings, settings, self.name)

@@ -1,7 +1,8 @@
 """``xlt finetune``: zero-shot transfer over a grid of runs that survive kills, cron and a second process.
 
-:func:`finetune` reads and checks every input first (so a bad file fails before any training), then
-for each grid point and seed:
+:func:`finetune` plans (:func:`xlt.finetune.plan.make_plan`: the configuration resolved once, every
+file checked), then :func:`execute` reads and checks every input (so a bad file fails before any
+training), then for each grid point and seed:
 
 * names the run directory ``OUTPUT/runs/<settings>-<hash>`` from a hash of everything that decides
   the trained model (:class:`~xlt.finetune.records.RunIdentity`: model checkpoint and vocabulary
@@ -25,7 +26,6 @@ end ``results.json`` (every run, the selection, mean of the best two, mean ± st
 from __future__ import annotations
 
 import contextlib
-import importlib
 import os
 import traceback
 from dataclasses import dataclass, field
@@ -34,43 +34,26 @@ from typing import Any, Callable, Optional
 import torch
 
 from xlt.finetune import selection
-from xlt.finetune.config import DATA_LAYOUT, FinetuneConfig, RunSettings, layout_file
+from xlt.finetune.config import FinetuneConfig, RunSettings
 from xlt.finetune.evaluations import evaluations
-from xlt.finetune.hf import HFRun, is_hf_model
-from xlt.finetune.static import StaticRun, coverage_markdown, is_static
 from xlt.finetune.ordering import ExampleSizes, evaluation_order, example_sizes, ordered_batches
+from xlt.finetune.plan import FinetunePlan, make_plan, run_name_prefix
 from xlt.finetune.records import RunIdentity, RunRecord
+from xlt.finetune.registry import resolve_task
 from xlt.finetune.runfiles import RunFiles, output_files_lock
-from xlt.finetune.task import Batch, Task
+from xlt.finetune.task import Batch
 from xlt.finetune.trainer import RunTrainer, SourceData, frozen_parameter_names
-from xlt.model.hf import layer_output_modules
+from xlt.loader.kinds import kind_named
+from xlt.loader.static_vectors import coverage_markdown
 from xlt.model.interventions import LayerMap, TargetShift, load_map, load_shift
-from xlt.pretrain.pretrained import PretrainedRun
 from xlt.utils import log
 from xlt.utils.device import resolve_device
-from xlt.utils.errors import XltError, require_file
+from xlt.utils.errors import XltError
 from xlt.utils.rundir import environment, exclusive_lock, write_run_description
 from xlt.utils.textio import atomic_output, file_sha256, make_directory, read_json, write_json
 
 RESULTS_FORMAT = "xlt-finetune-results/1"
 EXIT_OK, EXIT_FAILED, EXIT_BUSY = 0, 1, 75  # 75 = EX_TEMPFAIL: runs held by another process, try later
-
-
-def resolve_task(name: str, settings: dict[str, Any]) -> Task:
-    """A built-in task by name (the registry), or ``module:Class`` from your own module."""
-    if ":" in name:
-        module_name, attr = name.split(":", 1)
-        try:
-            factory = getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError) as e:
-            raise XltError(f"cannot load task {name!r} ({e})") from None
-        task = factory(**settings)
-        if not isinstance(task, Task):
-            raise XltError(f"{name!r} does not make an xlt.finetune.task.Task")
-        return task
-    from xlt.finetune.registry import get_task
-
-    return get_task(name, **settings)
 
 
 def autocast_dtype(precision: str, device: torch.device) -> Optional[torch.dtype]:
@@ -107,122 +90,49 @@ class Outcome:
 
 
 class Experiment:
-    """One ``xlt finetune`` command: its inputs, checked once, and the runs of its grid."""
+    """One ``xlt finetune`` command's inputs, loaded and checked once, and the runs of its plan."""
 
-    def __init__(self, cfg: FinetuneConfig):
-        cfg.validate()
-        self.cfg = cfg
-        self.task = resolve_task(cfg.task, cfg.task_settings)
-        self.source = cfg.source_language()
-        # What results.json and the log name the model by: hf:NAME as it is, a path made absolute.
-        self.model_source = os.path.abspath(cfg.model)
-        if is_static(cfg.model):
-            self.pretrained, self.model_identity = self._load_static(cfg)
-        elif is_hf_model(cfg.model):
-            self.pretrained, self.model_identity = self._load_hf(cfg)
-            self.model_source = self.pretrained.source
-        else:
-            self.pretrained, self.model_identity = self._load_run(cfg)
-        languages = self.pretrained.languages
-        for lang in [self.source, *cfg.targets, *cfg.eval]:
-            if languages and lang not in languages:
-                raise XltError(f"language {lang!r} is not one of the model's ({', '.join(languages)})", cfg.model)
-        self.targets = list(dict.fromkeys([*cfg.targets, *cfg.eval])) or [l for l in languages if l != self.source]
-        self.targets = [t for t in self.targets if t != self.source]
+    def __init__(self, plan: FinetunePlan):
+        self.plan = plan
+        self.task = resolve_task(plan.task, plan.task_settings)
+        self.source, self.targets = plan.source, list(plan.targets)
+        loaded = kind_named(plan.model.kind).for_finetuning(plan.model, plan.model_use)
+        self.pretrained, self.model_identity, self.model_source = loaded.model, loaded.identity, loaded.source
         self.splits = self._read_splits()
         self.labels = self.task.labels(self.splits[self.source, "train"].examples)
         for split in self.splits.values():  # a bad evaluation file fails now, not after every run has trained
             self.task.check(split.examples, self.labels)
-        self.max_len = cfg.resolved("max_len")
-        if self.max_len > self.pretrained.config.max_positions:
-            raise XltError(f"--max-len {self.max_len} is more than the model's {self.pretrained.config.max_positions} "
-                           "positions", cfg.model)
-        if cfg.freeze_bottom > self.pretrained.config.n_layers:  # else every run would fail alone
-            raise XltError(f"--freeze-bottom {cfg.freeze_bottom}: the model has only "
-                           f"{self.pretrained.config.n_layers} layers", cfg.model)
-        self.device = resolve_device(cfg.device)
+        self.max_len = plan.max_len
+        config, spec = self.pretrained.config, plan.model.spec
+        if self.max_len > config.max_positions:
+            raise XltError(f"--max-len {self.max_len} is more than the model's {config.max_positions} positions", spec)
+        if plan.model_use.freeze_bottom > config.n_layers:  # else every run would fail alone
+            raise XltError(f"--freeze-bottom {plan.model_use.freeze_bottom}: the model has only {config.n_layers} "
+                           "layers", spec)
+        self.device = resolve_device(plan.device)
         self.maps, self.shifts = self._read_transforms()
-        self.runs_dir = os.path.join(cfg.output, "runs")
-
-    @staticmethod
-    def _load_run(cfg: FinetuneConfig) -> tuple[PretrainedRun, dict[str, Any]]:
-        # The control starts from the best checkpoint's architecture, re-initialised (seed 0, so every
-        # seed and task of the control fine-tunes the same untrained encoder).
-        weights = "best" if cfg.checkpoint == "untrained" else cfg.checkpoint
-        run = PretrainedRun.load(cfg.model, weights)
-        if cfg.checkpoint == "untrained":
-            run.model = run.random_encoder_like(seed=0)
-        identity = {"checkpoint": cfg.checkpoint, "vocab_sha256": run.vocab.sha256,
-                    "checkpoint_sha256": file_sha256(os.path.join(cfg.model, "checkpoints", f"{weights}.pt"))}
-        return run, identity
-
-    def _load_static(self, cfg: FinetuneConfig) -> tuple[StaticRun, dict[str, Any]]:
-        if cfg.checkpoint != "best" or cfg.map_dir or cfg.shift or cfg.freeze_bottom:
-            raise XltError("--model static:FILE takes no --checkpoint, --map-dir, --shift or --freeze-bottom "
-                           "(the vectors are frozen, there are no layers)", cfg.model)
-        run = StaticRun.load(cfg.model, cfg.codes, cfg.lstm_dim)
-        # The XNLI baseline's head unless asked otherwise; set on the task before any run is named,
-        # so results.json and the run hashes record it.
-        if cfg.task == "xnli" and "pooling" not in cfg.task_settings:
-            cfg.task_settings = {**cfg.task_settings, "pooling": "pair-max"}
-            self.task = resolve_task(cfg.task, cfg.task_settings)
-        return run, run.identity()
-
-    def _load_hf(self, cfg: FinetuneConfig) -> tuple[HFRun, dict[str, Any]]:
-        # Options a transformers encoder cannot honour are refused here, before any run.
-        if cfg.task == "xnli" and cfg.task_settings.get("pooling") == "pair-max":
-            raise XltError("xnli pooling pair-max reads xlt's </s>-delimited segments; with a transformers "
-                           "model use pooling first or mean", cfg.model)
-        run = HFRun.load(cfg.model, cfg.checkpoint)
-        if cfg.lang_embedding_at_test == "source" and not run.languages:
-            raise XltError("--lang-embedding-at-test source: this model has no language embeddings (it would "
-                           "change nothing)", run.source)
-        # An architecture whose layers xlt cannot name fails now, not in every run after its training.
-        if cfg.task == "xnli":
-            run.text_model.pair_special_count()
-        if cfg.freeze_bottom:
-            run.model.encoder.bottom_prefixes(cfg.freeze_bottom)
-        if cfg.map_dir or cfg.shift:
-            layer_output_modules(run.model.encoder.model, run.source)
-        return run, run.identity()
+        self.runs_dir = plan.output.runs
 
     # ---- inputs ---------------------------------------------------------------------------------
-    def _path(self, lang: str, split: str) -> Optional[str]:
-        cfg = self.cfg
-        explicit = {"train": cfg.train, "dev": cfg.dev}.get(split)
-        if lang == self.source and explicit is not None:
-            return explicit[1]
-        if lang in cfg.eval and split in ("dev", "test"):
-            return cfg.eval[lang][0 if split == "dev" else 1]
-        if lang == self.source and split == "test" and cfg.task not in DATA_LAYOUT:
-            return None  # a plugin task without a layout: the source test set is optional
-        return layout_file(cfg.task, cfg.data_dir, lang, split)
-
     def _read_splits(self) -> dict[tuple[str, str], Split]:
-        """Every split of the command by (language, split); the source's test set may be absent."""
-        wanted = [(self.source, "train"), (self.source, "dev"), (self.source, "test")]
-        wanted += [(t, split) for t in self.targets for split in ("dev", "test")]
+        """Every split of the plan by (language, split), read and checksummed."""
         splits = {}
-        for lang, split in wanted:
-            path = self._path(lang, split)
-            if path is None:
-                continue
-            require_file(path, f"{split} file")
-            examples = self.task.read(path)
+        for f in self.plan.splits:
+            examples = self.task.read(f.path)
             if not examples:
-                raise XltError("empty split", path)
-            splits[lang, split] = Split(lang, split, path, file_sha256(path), examples)
+                raise XltError("empty split", f.path)
+            splits[f.lang, f.split] = Split(f.lang, f.split, f.path, file_sha256(f.path), examples)
         return splits
 
     def _read_transforms(self) -> tuple[dict[str, LayerMap], dict[str, TargetShift]]:
         """Test-time maps and shifts, one per target at most, checked against the model and targets."""
-        config, cfg = self.pretrained.config, self.cfg
+        config, t = self.pretrained.config, self.plan.transforms
         maps: dict[str, LayerMap] = {}
         shifts: dict[str, TargetShift] = {}
-        loaded = [(d, load_map(d, cfg.map_layer, self.source, config.d_model, config.n_layers), maps)
-                  for d in cfg.map_dir]
-        loaded += [(f, load_shift(f, cfg.shift_layer, self.source, config.d_model, config.n_layers,
-                                  self.pretrained.step), shifts) for f in cfg.shift]
+        loaded = [(d, load_map(d, t.map_layer, self.source, config.d_model, config.n_layers), maps)
+                  for d in t.map_dirs]
+        loaded += [(f, load_shift(f, t.shift_layer, self.source, config.d_model, config.n_layers,
+                                  self.pretrained.step), shifts) for f in t.shifts]
         for path, transform, table in loaded:
             if transform.target not in self.targets:
                 raise XltError(f"it is for {transform.target!r}, not one of the targets ({', '.join(self.targets)})",
@@ -245,7 +155,7 @@ class Experiment:
         if s.batches is None:
             order = evaluation_order(self.sizes(lang, split).lengths)
             s.batches = [ob.batch for ob in ordered_batches(self.task, s.examples, order, self.pretrained.text(lang),
-                                                            self.labels, self.cfg.eval_batch_size, self.max_len)]
+                                                            self.labels, self.plan.eval_batch_size, self.max_len)]
         return s.batches
 
     def encoder_parameters(self) -> dict[str, int]:
@@ -254,7 +164,7 @@ class Experiment:
         The report compares a row's English score with the untrained control's only when the row
         froze no more than the control did: fewer trained parameters cap the English score."""
         encoder = self.pretrained.model.encoder
-        frozen = frozen_parameter_names(encoder, self.cfg.freeze_bottom)
+        frozen = frozen_parameter_names(encoder, self.plan.model_use.freeze_bottom)
         counts = {"trained": 0, "frozen": 0}
         for name, param in encoder.named_parameters():
             counts["frozen" if name in frozen else "trained"] += param.numel()
@@ -265,7 +175,7 @@ class Experiment:
         return {f"{s.split}_{s.lang}": {"path": s.path, "sha256": s.sha256} for s in self.splits.values()}
 
     def autocast_dtype(self) -> Optional[torch.dtype]:
-        return autocast_dtype(self.cfg.precision, self.device)
+        return autocast_dtype(self.plan.precision, self.device)
 
     def source_data(self) -> SourceData:
         autocast = self.autocast_dtype()
@@ -279,14 +189,12 @@ class Experiment:
         """Everything that decides the trained model; the run directory is named by its hash."""
         # A bf16 run is another run than an fp32 one.
         precision = "bf16" if self.autocast_dtype() is not None else None
-        return RunIdentity(self.cfg.task, self.cfg.task_settings, self.model_identity, self.source,
+        return RunIdentity(self.plan.task, self.plan.task_settings, self.model_identity, self.source,
                            self.splits[self.source, "train"].sha256, self.splits[self.source, "dev"].sha256,
                            self.labels, settings, precision)
 
     def run_dir(self, settings: RunSettings) -> str:
-        s = settings
-        name = f"bs{s.batch_size}-lr{s.encoder_lr:g}-head{s.head_lr:g}-seed{s.seed}-{self.identity(s).short_hash()}"
-        return os.path.join(self.runs_dir, name)
+        return os.path.join(self.runs_dir, run_name_prefix(settings) + self.identity(settings).short_hash())
 
     def run_one(self, settings: RunSettings, on_epoch_end: Optional[Callable]) -> RunRecord:
         """Bring one run up to date; return its record (status done, busy or failed)."""
@@ -294,7 +202,7 @@ class Experiment:
         files = RunFiles(run_dir)
 
         def record(status: str, **outcome: Any) -> RunRecord:
-            return RunRecord(os.path.basename(run_dir), os.path.relpath(run_dir, self.cfg.output), settings, status,
+            return RunRecord(os.path.basename(run_dir), os.path.relpath(run_dir, self.plan.output.root), settings, status,
                              **outcome)
 
         # Read from the files alone: a finished grid loads no model and encodes no data.
@@ -315,7 +223,7 @@ class Experiment:
                 trainer = RunTrainer(data, settings, run_dir)
                 summary = trainer.train(on_epoch_end)
                 evaluated = evaluations(self, files, trainer)
-                if not self.cfg.keep_weights and os.path.exists(files.path(summary.best_file)):
+                if not self.plan.output.keep_weights and os.path.exists(files.path(summary.best_file)):
                     os.unlink(files.path(summary.best_file))
                 if os.path.exists(files.path("error.txt")):  # an earlier attempt's failure
                     os.unlink(files.path("error.txt"))
@@ -343,12 +251,17 @@ def describe(record: RunRecord, metric: str, source: str, targets: list[str]) ->
 
 
 def finetune(cfg: FinetuneConfig, on_epoch_end: Optional[Callable[[dict[str, Any]], None]] = None) -> Outcome:
-    """Run (or resume, or skip) every grid point and seed; write results.json and summary.md."""
-    exp = Experiment(cfg)
+    """Plan ``cfg``, then run (or resume, or skip) every grid point and seed; write results.json and summary.md."""
+    return execute(make_plan(cfg), on_epoch_end)
+
+
+def execute(plan: FinetunePlan, on_epoch_end: Optional[Callable[[dict[str, Any]], None]] = None) -> Outcome:
+    """Run (or resume, or skip) every grid point and seed of ``plan``; write results.json and summary.md."""
+    exp = Experiment(plan)
     make_directory(exp.runs_dir)
-    grid = list(cfg.grid())
+    grid = list(plan.grid)
     metric = exp.task.main_metric
-    log.info(f"{cfg.task}: {len(grid)} run(s), model {exp.model_source}, source {exp.source}, "
+    log.info(f"{plan.task}: {len(grid)} run(s), model {exp.model_source}, source {exp.source}, "
              f"targets {', '.join(exp.targets)}, device {exp.device}")
     records = []
     for i, settings in enumerate(grid, 1):
@@ -357,39 +270,43 @@ def finetune(cfg: FinetuneConfig, on_epoch_end: Optional[Callable[[dict[str, Any
         log.info(f"[{i}/{len(grid)}] " + describe(record, metric, exp.source, exp.targets))
     counts = {status: sum(r["status"] == status for r in records) for status in ("done", "busy", "failed")}
     summary = selection.summarize(records, metric, exp.source, exp.targets)
-    results = {"format": RESULTS_FORMAT, "task": cfg.task, "model": exp.model_source,
+    test_time = plan.transforms
+    results = {"format": RESULTS_FORMAT, "task": plan.task, "model": exp.model_source,
                "model_identity": exp.model_identity, "source": exp.source, "targets": exp.targets,
                "complete": counts["done"] == len(grid), "counts": counts,
                "encoder_parameters": exp.encoder_parameters(), "data": exp.data_files(),
-               "test_time": {"lang_embedding_at_test": cfg.lang_embedding_at_test,
+               "test_time": {"lang_embedding_at_test": test_time.lang_embedding_at_test,
                              "maps": {t: {"layer": m.layer, "identity": m.identity} for t, m in exp.maps.items()},
-                             "shifts": {t: {"layer": m.layer, "identity": m.identity, "alphas": cfg.shift_alpha}
+                             "shifts": {t: {"layer": m.layer, "identity": m.identity, "alphas": list(test_time.shift_alpha)}
                                         for t, m in exp.shifts.items()}},
-               "config": cfg.to_dict(), "summary": summary, "runs": records,
+               "config": plan.config, "summary": summary, "runs": records,
                # this command's machine (CPU kind, torch's kernel path): runs read from cache may have
                # trained elsewhere; their run directories' config.json name their own
                "environment": environment()}
-    text = selection.markdown(summary, f"xlt finetune {cfg.task}: {exp.source} -> {', '.join(exp.targets)}")
-    with output_files_lock(cfg.output):
-        if isinstance(exp.pretrained, StaticRun):
-            # counted while this command encoded the splits; a command that only read cached runs
-            # encoded none, and reports what the command that did wrote down
-            coverage, kept = exp.pretrained.coverage(), os.path.join(cfg.output, "static_coverage.json")
-            if coverage:
-                write_json(kept, coverage)
+    text = selection.markdown(summary, f"xlt finetune {plan.task}: {exp.source} -> {', '.join(exp.targets)}")
+    output = plan.output
+    with output_files_lock(output.root):
+        coverage = getattr(exp.pretrained, "coverage", None)
+        if coverage is not None:
+            # a model kind that counts tokens without a vector (static:FILE) counted them while this
+            # command encoded the splits; a command that only read cached runs encoded none, and
+            # reports what the command that did wrote down
+            counted, kept = coverage(), output.file("static_coverage.json")
+            if counted:
+                write_json(kept, counted)
             elif os.path.exists(kept):
-                coverage = read_json(kept)
-            if coverage:
-                results["static_coverage"] = coverage
-                text += coverage_markdown(coverage)
-                for lang, c in coverage.items():
+                counted = read_json(kept)
+            if counted:
+                results["static_coverage"] = counted
+                text += coverage_markdown(counted)
+                for lang, c in counted.items():
                     log.info(f"{lang}: {c['unknown']} of {c['tokens']} tokens have no vector (zero vectors)")
-        write_json(os.path.join(cfg.output, "results.json"), results)
-        with atomic_output(os.path.join(cfg.output, "summary.md")) as f:
+        write_json(output.file("results.json"), results)
+        with atomic_output(output.file("summary.md")) as f:
             f.write(text)
     code = EXIT_FAILED if counts["failed"] else EXIT_BUSY if counts["busy"] else EXIT_OK
     if counts["busy"]:
         log.info(f"{counts['busy']} run(s) in progress in another process: the summary is partial; run again later")
-    log.info(f"{cfg.output}: {counts['done']}/{len(grid)} run(s) done, {counts['failed']} failed, "
+    log.info(f"{output.root}: {counts['done']}/{len(grid)} run(s) done, {counts['failed']} failed, "
              f"{counts['busy']} busy elsewhere")
     return Outcome(code, results, text, counts)

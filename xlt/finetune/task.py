@@ -9,9 +9,10 @@ Shapes: B examples (or windows) per batch, T subword positions, D = d_model.
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, ClassVar, Iterator, Mapping, Optional, Sequence, Union
 
 import torch
 from torch import Tensor, nn
@@ -38,6 +39,48 @@ class Batch:
     def to(self, device: torch.device | str) -> "Batch":
         return Batch(self.input_ids.to(device), None if self.padding_mask is None else self.padding_mask.to(device),
                      self.example_ids, {k: v.to(device) for k, v in self.fields.items()})
+
+
+@dataclass(frozen=True)
+class TaskRecipe:
+    """A task's fine-tuning defaults: what a run takes where ``xlt finetune`` leaves an option unset.
+    The grid is ``batch_size x encoder_lr x head_lr``; ``head_lr`` None: the head trains at the
+    encoder's rate."""
+
+    batch_size: tuple[int, ...]
+    encoder_lr: tuple[float, ...]
+    head_lr: Optional[tuple[float, ...]]
+    epochs: int
+    epoch_size: Optional[int]   # examples per epoch; None: one pass over the data
+    schedule: str               # constant or linear (warm-up, then linear decay)
+    max_len: int
+
+
+# Wu et al. (2020) §3.2 for NER and parsing: 10 passes over the data, 10 % warm-up then linear decay,
+# one learning rate for encoder and head. A task from a plugin module gets it unless it sets its own.
+TAGGING_RECIPE = TaskRecipe(batch_size=(16, 32), encoder_lr=(2e-5, 3e-5, 5e-5), head_lr=None, epochs=10,
+                            epoch_size=None, schedule="linear", max_len=128)
+
+
+# split -> file pattern under --data-dir, or split -> {lang: pattern, "*": pattern for the others};
+# ``{lang}`` and ``{split}`` are filled in.
+Patterns = Mapping[str, Union[str, Mapping[str, str]]]
+
+
+@dataclass(frozen=True)
+class DataLayout:
+    """Where ``xlt data fetch`` puts a task's files, relative to ``--data-dir``."""
+
+    files: Patterns
+
+    def pattern(self, lang: str, split: str) -> Optional[str]:
+        entry = self.files.get(split)
+        return entry.get(lang, entry.get("*")) if isinstance(entry, Mapping) else entry
+
+    def path(self, data_dir: str, lang: str, split: str) -> Optional[str]:
+        """The file of (language, split) under ``data_dir``; None where the layout has none."""
+        pattern = self.pattern(lang, split)
+        return None if pattern is None else os.path.join(data_dir, pattern.format(lang=lang, split=split))
 
 
 class TaskHead(nn.Module, ABC):
@@ -79,11 +122,25 @@ class Task(ABC):
     #   write_predictions(examples, predictions, labels, out: TextIO) -> None
     # writing one split's predictions (the same ``predictions`` :meth:`evaluate` scores) in a format
     # another scorer can read back. Checked when the class is defined, not after a run has trained.
+    # What a run takes where the command leaves an option unset.
+    recipe: ClassVar[TaskRecipe] = TAGGING_RECIPE
+    # Where its files are under --data-dir; None: every file is named on the command line (a plugin
+    # task's source test set may then be left out).
+    layout: ClassVar[Optional[DataLayout]] = None
+    # Inputs of two segments (a premise and a hypothesis): a model must have a pair layout.
+    pair_inputs: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if cls.prediction_suffix and not callable(getattr(cls, "write_predictions", None)):
             raise TypeError(f"task class {cls.__name__} sets prediction_suffix but defines no write_predictions")
+
+    @classmethod
+    def settings_for_model(cls, kind: str, settings: Mapping[str, Any], model: str) -> dict[str, Any]:
+        """The task's settings for a model of ``kind`` (``xlt``, ``hf``, ``static``: xlt.loader.kinds),
+        before the task is built: a default that differs with the kind filled in, or XltError naming
+        ``model`` for a setting the kind cannot honour. As given, by default."""
+        return dict(settings)
 
     @abstractmethod
     def read(self, path: str) -> list[Any]:

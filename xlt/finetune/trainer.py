@@ -44,9 +44,10 @@ from xlt.finetune.config import RunSettings
 from xlt.finetune.ordering import ExampleSizes, bucketed, epoch_order, epoch_steps, ordered_batches
 from xlt.finetune.runfiles import BestEpoch, RunFiles, TrainingSummary
 from xlt.finetune.task import Batch, Task
+from xlt.loader.kinds import FinetuneModel
 from xlt.model.encoder import Encoder, LayerHook
 from xlt.pretrain.checkpoint import load_checkpoint, save_checkpoint
-from xlt.pretrain.pretrained import PretrainedRun, TextPipeline
+from xlt.pretrain.pretrained import TextPipeline
 from xlt.utils import log
 from xlt.utils.errors import XltError
 from xlt.utils.rundir import MetricsLog
@@ -79,7 +80,7 @@ class FinetuneModel(nn.Module):
 def frozen_parameter_names(encoder: Encoder, freeze_bottom: int) -> set[str]:
     """Every language-specific parameter, plus the embeddings and layers 1..K when ``freeze_bottom = K``.
 
-    An encoder that names its modules otherwise (a transformers model, :class:`xlt.finetune.hf.HFEncoder`)
+    An encoder that names its modules otherwise (a transformers model, :class:`xlt.model.hf_finetune.HFEncoder`)
     says which names are its bottom through ``bottom_prefixes(K)``."""
     n_layers = encoder.config.n_layers
     if freeze_bottom > n_layers:
@@ -123,7 +124,7 @@ class SourceData:
     """What every run of a command shares: the task, the model, the source splits."""
 
     task: Task
-    pretrained: PretrainedRun  # or a StaticRun or HFRun: whatever the runner loaded (its .model.encoder is copied)
+    pretrained: FinetuneModel  # the model of any kind the runner loaded (its .model.encoder is copied)
     labels: list[str]
     source: str
     text: TextPipeline  # the source's pipeline, one object for the whole command (tasks memoize per pipeline)

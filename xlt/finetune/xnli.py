@@ -15,7 +15,7 @@ Metric: accuracy.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator, Optional, Sequence, TextIO
+from typing import Any, Iterator, Mapping, Optional, Sequence, TextIO
 
 import torch
 import torch.nn.functional as F
@@ -24,7 +24,7 @@ from torch import Tensor
 from xlt.finetune.inputs import EncodingMemo, example_order, model_input, pad_model_inputs, settings_from, special_positions
 from xlt.finetune.metrics import accuracy
 from xlt.finetune.predictions import write_labels
-from xlt.finetune.task import Batch, LinearHead, Task, TaskHead
+from xlt.finetune.task import Batch, DataLayout, LinearHead, Task, TaskHead, TaskRecipe
 from xlt.model.bilstm import PairMaxHead
 from xlt.pretrain.pretrained import TextPipeline
 from xlt.utils.errors import XltError
@@ -108,6 +108,25 @@ class XNLITask(Task):
     main_metric = "accuracy"
     prediction_suffix = ".tsv"
     Settings = XNLISettings
+    # Wu et al. (2020) §3.2, following XLM's recipe (the code they used): Adam with fixed learning rates,
+    # an "epoch" of 20,000 training pairs (XLM's --epoch_size), 200 epochs.
+    recipe = TaskRecipe(batch_size=(4, 8), encoder_lr=(1.25e-6, 2.5e-6, 5e-6), head_lr=(5e-6, 2.5e-5, 1.25e-4),
+                        epochs=200, epoch_size=20000, schedule="constant", max_len=256)
+    # English trains on MNLI's 20k sample; every language has XNLI's dev and test sets.
+    layout = DataLayout({"train": {"en": "nli/mnli/mnli_20k.tsv"}, "dev": "xnli/dev-{lang}.tsv",
+                         "test": "xnli/test-{lang}.tsv"})
+    pair_inputs = True
+
+    @classmethod
+    def settings_for_model(cls, kind: str, settings: Mapping[str, Any], model: str) -> dict[str, Any]:
+        """Static vectors: the XNLI paper's BiLSTM-max head unless asked otherwise. A transformers model
+        cannot take pair-max, which reads xlt's ``</s>``-delimited segments."""
+        if kind == "static" and "pooling" not in settings:
+            return {**settings, "pooling": "pair-max"}
+        if kind == "hf" and settings.get("pooling") == "pair-max":
+            raise XltError("xnli pooling pair-max reads xlt's </s>-delimited segments; with a transformers "
+                           "model use pooling first or mean", model)
+        return dict(settings)
 
     def __init__(self, **settings) -> None:
         self.settings = settings_from(XNLISettings, settings, self.name)

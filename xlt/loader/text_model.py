@@ -1,23 +1,22 @@
 """``--model`` -> a :class:`~xlt.model.protocol.TextModel`: an xlt run
 (:class:`~xlt.pretrain.pretrained.PretrainedRun`) or a transformers model
-(:class:`~xlt.model.hf.HFTextModel`), the kind told by :func:`xlt.model.spec.model_kind`.
-
-Each kind is imported only when it is the one asked for, so that loading a transformers model does
-not import the pretraining code, nor an xlt run transformers.
+(:class:`~xlt.model.hf.HFTextModel`), through the kind registry (:mod:`xlt.loader.kinds`).
 """
 
 from __future__ import annotations
 
+from xlt.loader.kinds import kind_of
 from xlt.model.protocol import TextModel
 from xlt.model.spec import model_kind
+from xlt.utils.errors import XltError
 
 
 def load_text_model(spec: str, checkpoint: str = "best", device: str = "cpu") -> TextModel:
-    """``--model`` -> a :class:`TextModel` on ``device`` in eval mode. ``checkpoint`` applies to xlt runs."""
-    if model_kind(spec) == "xlt":
-        from xlt.pretrain.pretrained import PretrainedRun
-
-        return PretrainedRun.load(spec, checkpoint, device)
-    from xlt.model.hf import HFTextModel
-
-    return HFTextModel.load(spec, device)
+    """``--model`` -> a :class:`TextModel` on ``device`` in eval mode. ``checkpoint``: an xlt run's
+    checkpoint; for a transformers Trainer's output, ``step-N`` is its ``checkpoint-N/`` folder."""
+    kind = kind_of(spec)
+    if kind.text_model is None:
+        raise XltError(f"a {kind.name} model has no text model for the analyses (give an xlt run directory, "
+                       "a transformers model directory or hf:NAME)", spec)
+    model_kind(spec)   # a value that is no model gets the analyses' one line, naming what they take
+    return kind.text_model(spec, checkpoint, device)

@@ -97,6 +97,32 @@ class TextPipeline:
         return ids, starts
 
 
+def checkpoint_path(run_dir: PathLike, checkpoint: str = "best") -> str:
+    """``RUN/checkpoints/CHECKPOINT.pt`` once the run directory has what loading it needs; XltError naming
+    what is missing otherwise. Reads nothing but the directory's listing."""
+    run_dir = os.fspath(run_dir)
+    for needed in ("config.json", "vocab", "text.json"):
+        if not os.path.exists(os.path.join(run_dir, needed)):
+            raise XltError(f"not a pretrained run directory (no {needed})", run_dir)
+    path = os.path.join(run_dir, "checkpoints", f"{checkpoint}.pt")
+    if not os.path.exists(path):
+        raise XltError(f"no {checkpoint} checkpoint in this run directory", path)
+    return path
+
+
+def run_languages(run_dir: PathLike) -> list[str]:
+    """The run's languages in its model's order, no weights loaded: config.json's model settings (what
+    the checkpoints' model config was made from), else the languages of text.json."""
+    run_dir = os.fspath(run_dir)
+    try:
+        languages = read_json(os.path.join(run_dir, "config.json"))["config"]["model"]["languages"]
+        if isinstance(languages, list) and all(isinstance(lang, str) for lang in languages):
+            return list(languages)
+    except (XltError, KeyError, TypeError):
+        pass
+    return list(read_json(os.path.join(run_dir, "text.json"), "run text settings"))
+
+
 @dataclass
 class PretrainedRun:
     """A pretrained model with its vocabulary and per-language text settings."""
@@ -121,12 +147,7 @@ class PretrainedRun:
     def load(cls, run_dir: PathLike, checkpoint: str = "best", device: str | torch.device = "cpu") -> "PretrainedRun":
         """Load ``RUN/checkpoints/{best,last}.pt`` with the run's vocabulary and text settings."""
         run_dir = os.fspath(run_dir)
-        ckpt_path = os.path.join(run_dir, "checkpoints", f"{checkpoint}.pt")
-        for needed in ("config.json", "vocab", "text.json"):
-            if not os.path.exists(os.path.join(run_dir, needed)):
-                raise XltError(f"not a pretrained run directory (no {needed})", run_dir)
-        if not os.path.exists(ckpt_path):
-            raise XltError(f"no {checkpoint} checkpoint in this run directory", ckpt_path)
+        ckpt_path = checkpoint_path(run_dir, checkpoint)
         vocab = Vocabulary.load(os.path.join(run_dir, "vocab"))
         state = load_checkpoint(ckpt_path)
         require_keys(state, {"model": dict, "model_config": dict, "vocab_sha256": str}, ckpt_path)

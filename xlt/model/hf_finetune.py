@@ -2,7 +2,7 @@
 transformers model directory.
 
 What :class:`~xlt.pretrain.pretrained.PretrainedRun` is to the runner, for a transformers encoder (as
-:class:`~xlt.finetune.static.StaticRun` is for a static embedding file). The model is loaded through the
+:class:`~xlt.loader.static_vectors.StaticRun` is for a static embedding file). The model is loaded through the
 analyses' seam (:class:`xlt.model.hf.HFTextModel`), so fine-tuning sees text exactly as ``extract``,
 ``cka`` and ``align`` do:
 
@@ -16,8 +16,9 @@ analyses' seam (:class:`xlt.model.hf.HFTextModel`), so fine-tuning sees text exa
 * **weights**: the base model (its MLM or NSP heads and BERT's pooler dropped: the task heads read
   hidden states), copied per run and fine-tuned whole; ``--freeze-bottom K`` freezes its embeddings and
   layers 1..K by module name. ``--checkpoint untrained`` re-initialises the same config with the model's
-  own initialisation (seed 0, as the xlt control); ``last`` is refused (a transformers model has one set
-  of weights);
+  own initialisation (seed 0, as the xlt control); ``step-N`` loads a transformers Trainer's
+  ``checkpoint-N/`` folder of the model directory; ``last`` is refused (a transformers model has one
+  set of weights);
 * **test-time maps and shifts** act through forward hooks on the module whose output is layer ``l``
   (:func:`xlt.model.hf.layer_output_modules`), the hooks ``shift-decode`` uses.
 
@@ -29,7 +30,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional, Sequence
 
@@ -38,21 +38,10 @@ from torch import Tensor, nn
 
 from xlt.model.encoder import LayerHook
 from xlt.model.hf import HFTextModel, layer_output_modules
-from xlt.model.hub import HF_PREFIX
+from xlt.model.hub import hub_source
 from xlt.model.protocol import state_sha256
-from xlt.model.spec import model_kind
+from xlt.model.spec import hf_model_dir
 from xlt.utils.errors import XltError
-
-
-def is_hf_model(spec: str) -> bool:
-    """``hf:NAME``, or a directory that is not an xlt run (no ``text.json``) and holds a transformers model.
-    A directory that is neither is the seam's one-line error; a path that does not exist is left to the xlt
-    run loader, whose error names what a run directory needs."""
-    if spec.startswith(HF_PREFIX):
-        return True
-    if os.path.isdir(spec) and not os.path.exists(os.path.join(spec, "text.json")):
-        return model_kind(spec) == "hf"
-    return False
 
 
 @dataclass(frozen=True)
@@ -199,6 +188,31 @@ def _sha256_tokenizer(tokenizer: Any) -> str:
     return hashlib.sha256(f"{type(tokenizer).__name__}|{text}".encode()).hexdigest()
 
 
+def check_checkpoint(spec: str, checkpoint: str) -> None:
+    """XltError for a ``--checkpoint`` a transformers model cannot give (``step-N`` must name a folder)."""
+    if checkpoint == "last":
+        raise XltError("--checkpoint last: a transformers model has one set of weights (best: them; "
+                       "untrained: its architecture freshly initialised; step-N: a Trainer's checkpoint-N "
+                       "folder)", spec)
+    hf_model_dir(spec, checkpoint)
+
+
+def config_languages(spec: str, checkpoint: str) -> list[str]:
+    """The languages :meth:`HFRun.load` gives the model, read from its config alone: an XLM model's
+    ``lang2id`` when it uses language embeddings, else none (any language). A config that cannot be
+    read gives none: loading the model then says why."""
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    name, options = hub_source(hf_model_dir(spec, checkpoint))
+    try:
+        config = transformers.AutoConfig.from_pretrained(name, **options)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return []
+    uses = bool(getattr(config, "use_lang_emb", False)) and int(getattr(config, "n_langs", 1)) > 1
+    return list(getattr(config, "lang2id", None) or {}) if uses else []
+
+
 @dataclass
 class HFRun:
     """What the runner needs of a transformers model: ``model.encoder``, ``config``, ``languages``,
@@ -215,10 +229,8 @@ class HFRun:
 
     @classmethod
     def load(cls, spec: str, checkpoint: str) -> "HFRun":
-        if checkpoint == "last":
-            raise XltError("--checkpoint last: a transformers model has one set of weights (best: them; "
-                           "untrained: its architecture freshly initialised)", spec)
-        text_model = HFTextModel.load(spec)
+        check_checkpoint(spec, checkpoint)
+        text_model = HFTextModel.load(hf_model_dir(spec, checkpoint))
         text_model.wrap([])   # a tokenizer with another layout fails now, before any run
         # Checksummed before re-initialising: the control is named by the model it re-initialises.
         weights = state_sha256(text_model.base)

@@ -32,10 +32,6 @@ from xlt.utils.textio import file_sha256, read_json
 PREFIX = "static:"
 
 
-def is_static(model: str) -> bool:
-    return model.startswith(PREFIX)
-
-
 class StaticVocab:
     """Token -> row id of the file (specials first, as xlt's vocabularies), counting misses per language."""
 
@@ -90,7 +86,7 @@ class StaticRun:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)
             encoder = BiLSTMEncoder(config, embedding_table(emb.vectors, len(SPECIALS)))
-        return cls(path, codes, config, vocab, _Model(encoder), _sidecar_languages(path))
+        return cls(path, codes, config, vocab, _Model(encoder), sidecar_languages(path))
 
     def text(self, lang: str) -> TextPipeline:
         if lang not in self._texts:
@@ -110,7 +106,7 @@ class StaticRun:
                 for lang, n in sorted(self.vocab.tokens.items())}
 
 
-def _sidecar_languages(path: str) -> list[str]:
+def sidecar_languages(path: str) -> list[str]:
     """The languages of ``xlt embed train``'s FILE.json (its inputs), else none: targets must then be named."""
     sidecar = path + ".json"
     if not os.path.exists(sidecar):
