@@ -16,7 +16,7 @@ from hf_fixtures import _bert  # noqa: E402
 
 from xlt.loader.kinds import FinetuneUse, ModelChoice, kind_of  # noqa: E402
 from xlt.loader.text_model import load_text_model  # noqa: E402
-from xlt.model.protocol import state_sha256  # noqa: E402
+from xlt.model.weights import state_sha256  # noqa: E402
 from xlt.model.spec import model_kind  # noqa: E402
 from xlt.utils.errors import XltError  # noqa: E402
 

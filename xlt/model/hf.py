@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from xlt.model.hub import HF_PREFIX
-from xlt.model.protocol import state_sha256
+from xlt.model.weights import state_sha256
 from xlt.utils.errors import XltError
 
 # Logits of at most this many positions at once: a 250k-word softmax (XLM-R) over a whole batch

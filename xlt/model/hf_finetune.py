@@ -39,8 +39,8 @@ from torch import Tensor, nn
 from xlt.model.encoder import LayerHook
 from xlt.model.hf import HFTextModel, layer_output_modules
 from xlt.model.hub import hub_source
-from xlt.model.protocol import state_sha256
 from xlt.model.spec import hf_model_dir
+from xlt.model.weights import state_sha256
 from xlt.utils.errors import XltError
 
 

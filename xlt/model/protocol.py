@@ -8,10 +8,10 @@ written once against it:
 * a Hugging Face model -- :class:`xlt.model.hf.HFTextModel` (the model's own WordPiece, SentencePiece
   or XLM tokenizer, no language embedding unless it is an XLM model with ``lang2id``).
 
-This module is the interface only and imports neither: :mod:`xlt.model.spec` tells the kind from
-``--model`` (``hf:NAME``, an xlt run directory, a transformers directory), and
-:func:`xlt.loader.text_model.load_text_model`, a layer above the model and pretraining packages,
-loads it. Nothing here imports torch or transformers at import time.
+This module is the interface only: it imports no implementation, nor torch. :mod:`xlt.model.spec`
+tells the kind from ``--model`` (``hf:NAME``, an xlt run directory, a transformers directory), and
+the kind registry :mod:`xlt.loader.kinds` (through :func:`xlt.loader.text_model.load_text_model`), a
+layer above the model and pretraining packages, loads it.
 
 Contract every implementation keeps (the analyses rely on it):
 
@@ -56,7 +56,8 @@ class TextModel(Protocol):
         """XltError (one line) unless the model can take text of ``lang``."""
 
     def weights_sha256(self) -> str:
-        """sha256 of the weights (:func:`state_sha256`): what a cache of the model's outputs is keyed by."""
+        """sha256 of the weights (:func:`xlt.model.weights.state_sha256`): what a cache of the model's outputs
+        is keyed by."""
 
     def encode_lines(self, lang: str, lines: Sequence[str]) -> list[list[int]]:
         """Raw lines -> content ids, no special tokens."""
@@ -96,19 +97,3 @@ class TextModel(Protocol):
 
     def token_set(self, lang: str, path: Optional[str]) -> set[int]:
         """V_lang: ids of the tokens seen in ``lang``'s text (``path``) or recorded with the model."""
-
-
-def state_sha256(module) -> str:
-    """sha256 of a torch module's state: each parameter and buffer's name, dtype, shape and bytes (the
-    weights a fine-tuning run starts from, a cache of the model's outputs is keyed by)."""
-    import hashlib
-
-    import torch
-
-    digest = hashlib.sha256()
-    for name, tensor in sorted(module.state_dict().items()):
-        t = tensor.detach().cpu().contiguous()
-        digest.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
-        digest.update(t.reshape(-1).view(torch.uint8).numpy())  # flat: a 0-d tensor has no byte view
-    return digest.hexdigest()
-

@@ -26,7 +26,7 @@ from torch import Tensor
 
 from xlt.model.config import EncoderConfig
 from xlt.model.heads import MaskedLM
-from xlt.model.protocol import state_sha256
+from xlt.model.weights import state_sha256
 from xlt.pretrain.checkpoint import load_checkpoint, load_model_weights, require_keys
 from xlt.text.tokenize import Tokenizer, TokenizerConfig
 from xlt.text.vocab import EOS_ID, PAD_ID, SPECIALS, UNK_ID, Vocabulary
