@@ -101,7 +101,7 @@ def test_records_per_snapshot_and_measure_then_only_new_ones(world, tmp_path, ca
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     unigram = next(m for m in metrics if "valid_en_unigram_ppl" in m)
     for r in first:
-        assert r["higher_is_better"] is (r["measure"] != "dev_ppl")
+        assert r["higher_is_better"] is (r["measure"] not in ("dev_ppl", "lang_id"))
         assert r["seconds"] >= 0 and np.isfinite(r["value"])
         if r["measure"] == "dev_ppl":  # the unigram floor, as pretraining logs it
             assert r["bound"] == pytest.approx(unigram[f"valid_{r['lang']}_unigram_ppl"], rel=1e-4)

@@ -34,8 +34,11 @@ from xlt.utils.errors import XltError
 # xlt.track.tracker.RunTracker: its run, languages, settings, data and device (not imported: it imports this module)
 RunTracker = Any
 Row = tuple[Optional[str], Optional[int], float, Optional[float]]
+# lang_id: cross-lingual structure is a space where language explains less. The smoke scale's models
+# fell from the random encoder's 0.85-0.92 to 0.5-0.6 in the middle layers within 300 steps (measured),
+# so "emerges" reads as falling clearly below the bound.
 HIGHER_IS_BETTER = {"dev_ppl": False, "cka": True, "word_p1": True, "word_mrr": True, "sentence_p1": True,
-                    "lang_id": True, "ner_f1": True}
+                    "lang_id": False, "ner_f1": True}
 
 
 class Deferred(Exception):
