@@ -18,8 +18,8 @@ from torch import nn
 from xlt.finetune.task import Batch, Task
 from xlt.model.config import EncoderConfig
 from xlt.model.encoder import Encoder
-from xlt.pretrain.pretrained import TextPipeline
 from xlt.text.bpe import BPE
+from xlt.text.pipeline import TextPipeline
 from xlt.text.tokenize import Tokenizer
 from xlt.text.vocab import Vocabulary
 

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from xlt.finetune.task import Batch, Task, TaskHead
-from xlt.pretrain.pretrained import TextPipeline, model_input
+from xlt.text.pipeline import TextPipeline, model_input
 from xlt.text.vocab import PAD, SPECIALS
 from xlt.utils.errors import XltError
 from xlt.utils.textio import read_numbered_lines

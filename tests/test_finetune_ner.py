@@ -11,7 +11,7 @@ from finetune_fixtures import make_pipeline, predict, tiny_encoder, train_steps
 from xlt.finetune.ner import NERTask, Window, iob1_to_iob2, plan_windows, read_tagged
 from xlt.finetune.ordering import epoch_order, epoch_steps, example_sizes, ordered_batches
 from xlt.finetune.registry import get_task
-from xlt.pretrain.pretrained import EOS_ID
+from xlt.text.vocab import EOS_ID
 from xlt.utils.errors import XltError
 
 WORDS = "the cat dog zebra a sees eats sleeps".split()

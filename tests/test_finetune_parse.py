@@ -10,7 +10,7 @@ from finetune_fixtures import make_pipeline, predict, tiny_encoder, train_steps
 
 from xlt.finetune.parse import ParseTask, read_conllu
 from xlt.finetune.registry import TASKS, get_task
-from xlt.pretrain.pretrained import EOS_ID
+from xlt.text.vocab import EOS_ID
 from xlt.utils import log
 from xlt.utils.errors import XltError
 

@@ -23,8 +23,9 @@ from typing import Any, Callable, Optional, Sequence, TypeVar
 import torch
 from torch import Tensor
 
-from xlt.pretrain.pretrained import TextPipeline, pad_inputs
-from xlt.pretrain.pretrained import model_input as xlt_model_input
+from xlt.pretrain.pretrained import pad_inputs
+from xlt.text.pipeline import TextPipeline
+from xlt.text.pipeline import model_input as xlt_model_input
 from xlt.text.vocab import PAD_ID
 from xlt.utils.errors import XltError
 from xlt.utils.typed import conform

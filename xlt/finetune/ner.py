@@ -28,7 +28,7 @@ from xlt.finetune.inputs import (IGNORE, EncodingMemo, example_order, model_inpu
 from xlt.finetune.metrics import F1_MODES, postprocess_tags, span_f1, tag_type
 from xlt.finetune.predictions import write_tagged
 from xlt.finetune.task import TAGGING_RECIPE, Batch, DataLayout, LinearHead, Task
-from xlt.pretrain.pretrained import TextPipeline
+from xlt.text.pipeline import TextPipeline
 from xlt.utils.errors import XltError
 from xlt.utils.textio import read_numbered_lines
 

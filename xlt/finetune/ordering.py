@@ -24,7 +24,7 @@ from typing import Any, Iterator, Optional, Sequence
 import torch
 
 from xlt.finetune.task import Batch, Task
-from xlt.pretrain.pretrained import TextPipeline
+from xlt.text.pipeline import TextPipeline
 
 BUCKET_BATCHES = 100  # batches per sorting chunk: large enough to group lengths, small enough to stay random
 LENGTH_PASS_BATCH = 256

@@ -33,7 +33,7 @@ from xlt.finetune.metrics import attachment_scores, strip_subtype
 from xlt.finetune.mst import decode_tree
 from xlt.finetune.predictions import write_conllu
 from xlt.finetune.task import Batch, DataLayout, Task, TaskHead, TaskRecipe
-from xlt.pretrain.pretrained import TextPipeline
+from xlt.text.pipeline import TextPipeline
 from xlt.utils.errors import XltError
 from xlt.utils.log import info
 from xlt.utils.textio import read_numbered_lines

@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Iterator, Mapping, Optional, Sequence, Union
 import torch
 from torch import Tensor, nn
 
-from xlt.pretrain.pretrained import TextPipeline
+from xlt.text.pipeline import TextPipeline
 
 
 @dataclass
@@ -25,7 +25,7 @@ class Batch:
     """One padded batch of one language.
 
     Attributes:
-        input_ids: LongTensor[B, T] (``</s>``-bounded inputs, see ``xlt.pretrain.pretrained.model_input``).
+        input_ids: LongTensor[B, T] (``</s>``-bounded inputs, see ``xlt.text.pipeline.model_input``).
         padding_mask: BoolTensor[B, T], True at padding (None when no row is padded).
         example_ids: which example each row belongs to (several rows per example for windowed NER).
         fields: task tensors (labels, word start positions, heads, relations ...), each with batch dim B.

@@ -47,7 +47,7 @@ from xlt.finetune.task import Batch, Task
 from xlt.loader.kinds import FinetuneModel
 from xlt.model.encoder import Encoder, LayerHook
 from xlt.pretrain.checkpoint import load_checkpoint, save_checkpoint
-from xlt.pretrain.pretrained import TextPipeline
+from xlt.text.pipeline import TextPipeline
 from xlt.utils import log
 from xlt.utils.errors import XltError
 from xlt.utils.rundir import MetricsLog

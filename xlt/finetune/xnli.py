@@ -26,7 +26,7 @@ from xlt.finetune.metrics import accuracy
 from xlt.finetune.predictions import write_labels
 from xlt.finetune.task import Batch, DataLayout, LinearHead, Task, TaskHead, TaskRecipe
 from xlt.model.bilstm import PairMaxHead
-from xlt.pretrain.pretrained import TextPipeline
+from xlt.text.pipeline import TextPipeline
 from xlt.utils.errors import XltError
 from xlt.utils.textio import read_numbered_lines
 

@@ -23,7 +23,7 @@ import torch
 
 from xlt.embed.formats import read_word2vec
 from xlt.model.bilstm import BiLSTMConfig, BiLSTMEncoder, embedding_table
-from xlt.pretrain.pretrained import TextPipeline
+from xlt.text.pipeline import TextPipeline
 from xlt.text.tokenize import Tokenizer
 from xlt.text.vocab import SPECIALS, UNK_ID
 from xlt.utils.errors import XltError, require_file
