@@ -248,6 +248,28 @@ def test_ner_waits_for_best_pt_without_holding_up_the_other_measures(world, tmp_
     assert Counter(r["snapshot"] for r in ner) == {"random": 2, "step-10": 2}
 
 
+def test_unreadable_dev_stores_leave_dev_ppl_for_later(world, tmp_path, capsys):
+    run, out = fresh_run(world, tmp_path, (10,)), tmp_path / "track"
+    config = json.loads((run / "config.json").read_text())
+    config["config"]["dev"]["en"] = str(tmp_path / "moved" / "en.dev")  # run from elsewhere, or deleted
+    (run / "config.json").write_text(json.dumps(config))
+    res = track(capsys, run, out, "--parallel", *world["parallel"], "--measures", "dev_ppl", "--measures", "cka")
+    assert {r["measure"] for r in records(out)} == {"cka"}
+    assert "dev_ppl: later (the run's token stores cannot be read" in res.stderr
+
+
+def test_a_failing_measure_is_said_and_the_others_go_on(world, tmp_path, capsys):
+    run, out = fresh_run(world, tmp_path, (10,)), tmp_path / "track"
+    foreign = tmp_path / "foreign.txt"
+    foreign.write_text("zebra zèbre\nkettle bouilloire\n")  # no pair the run's vocabulary has
+    res = run_in_process(capsys, "track", "--run", run, "-o", out, "--device", "cpu", "--parallel", *world["parallel"],
+                         "--dictionary", foreign, "--measures", "cka", "--measures", "word_p1")
+    assert res.returncode == 1, res.stderr
+    assert "random word_p1: FAILED: " in res.stderr and "1 measure(s) FAILED" in res.stderr
+    assert Counter(r["snapshot"] for r in records(out)) == {"random": len(LAYERS), "step-10": len(LAYERS)}
+    assert {r["measure"] for r in records(out)} == {"cka"}
+
+
 def test_a_measure_without_its_data_is_skipped_with_one_message(world, tmp_path, capsys):
     run, out = fresh_run(world, tmp_path, (10,)), tmp_path / "track"
     res = run_in_process(capsys, "track", "--run", run, "--run", run, "-o", out, "--device", "cpu",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from xlt.cli.options import DEVICE_HELP, OutputPath, build_config, dataclass_options
@@ -46,5 +48,8 @@ def track(**values) -> None:
     summary = run(build_config(TrackConfig, values))
     busy = f", {len(summary.busy)} snapshot(s) busy in another process" if summary.busy else ""
     later = f", {len(summary.deferred)} measure(s) left for later" if summary.deferred else ""
+    failed = f", {len(summary.failed)} measure(s) FAILED (see above)" if summary.failed else ""
     log.info(f"{values['output']}: {summary.records} new record(s) from {len(summary.evaluated)} snapshot(s)"
-             f"{busy}{later}")
+             f"{busy}{later}{failed}")
+    if summary.failed:
+        sys.exit(1)

@@ -35,6 +35,7 @@ class TrackSummary:
     evaluated: list[tuple[str, str]] = field(default_factory=list)   # (run, snapshot) with new records
     busy: list[tuple[str, str]] = field(default_factory=list)        # held by another process, skipped
     deferred: list[tuple[str, str, str]] = field(default_factory=list)  # (run, snapshot, measure) for later
+    failed: list[tuple[str, str, str]] = field(default_factory=list)    # (run, snapshot, measure), said why
 
 
 def chosen_measures(cfg: TrackConfig) -> list[str]:
@@ -121,7 +122,13 @@ class RunTracker:
             values = {k: conform(v, hints[k], f"setting {k}", path=path) for k, v in raw.items() if k in hints}
             # The run's own copy of the vocabulary; codes only segment new text, which dev stores are not.
             values.update(vocab=os.path.join(self.run, "vocab"), codes={})
-            self._pretrainer = Pretrainer(PretrainConfig(**values), self.run, Dist(device=self.device))
+            try:
+                self._pretrainer = Pretrainer(PretrainConfig(**values), self.run, Dist(device=self.device))
+            except XltError as e:
+                # Store paths are as pretraining was given them (relative to where it ran), and stores
+                # may be deleted to save disk: the other measures go on.
+                raise Deferred(f"the run's token stores cannot be read ({e}); run xlt track from where pretraining "
+                               "ran") from None
         return self._pretrainer
 
     # ---- snapshots -------------------------------------------------------------------------------
@@ -191,6 +198,12 @@ class RunTracker:
             except Deferred as e:
                 log.info(f"{self.label} {where} {measure}: later ({e})")
                 self.summary.deferred.append((self.run, snapshot, measure))
+                continue
+            except XltError as e:
+                # One measure's bad input must not hold up the others, nor the later snapshots a cron
+                # job would otherwise never reach: said, counted, tried again next call.
+                log.info(f"{self.label} {where} {measure}: FAILED: {e}")
+                self.summary.failed.append((self.run, snapshot, measure))
                 continue
             seconds = time.perf_counter() - start
             records = [Record(self.run, self.label, snapshot, step, measure, lang, layer, value,
