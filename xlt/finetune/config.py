@@ -94,8 +94,9 @@ class FinetuneConfig:
     checkpoint: str = help_field("which pretrained checkpoint to start from: best (dev perplexity), last, a "
                                  "snapshot step-N (xlt pretrain --snapshot-every), or "
                                  "untrained (the run's architecture and vocabulary, freshly initialised: the "
-                                 "no-pretraining control); a transformers model: best (its weights) or untrained "
-                                 "(its config under its own initialisation)", default="best")
+                                 "no-pretraining control); a transformers model: best (its weights), step-N (a Trainer's "
+                                 "checkpoint-N folder) or untrained (its config under its own initialisation)",
+                                 default="best")
     source: Optional[str] = help_field("source (training) language; default: the language of --train/--dev, else en",
                                        default=None, metavar="LANG")
     train: Optional[tuple[str, str]] = help_field("source language and its training file (default: the task's layout "

@@ -97,11 +97,11 @@ class FinetunePlan:
                  f"languages {self.source} -> {', '.join(self.targets)}",
                  "data"]
         lines += [f"  {s.split:5} {s.lang:4} {s.path}" for s in self.splits]
-        first = self.grid[0]
+        first = self.grid[0]   # what every run shares; the grid point and seed name each run below
+        dropout = "the model's" if first.dropout is None else f"{first.dropout:g}"
         lines.append(f"grid      {len(self.grid)} run(s): epochs {first.epochs}, epoch size "
                      f"{first.epoch_size or 'one pass'}, schedule {first.schedule}, max len {self.max_len}, "
-                     f"dropout {'the model' + chr(39) + 's' if first.dropout is None else first.dropout}, "
-                     f"freeze bottom {first.freeze_bottom}, clip norm {first.clip_norm:g}, "
+                     f"dropout {dropout}, freeze bottom {first.freeze_bottom}, clip norm {first.clip_norm:g}, "
                      f"bucket {'on' if first.bucket else 'off'}")
         lines += [f"  {os.path.join(self.output.runs, run_name_prefix(s))}<hash>" for s in self.grid]
         t = self.transforms
@@ -143,9 +143,9 @@ def resolve_grid(cfg: FinetuneConfig, recipe: TaskRecipe) -> tuple[RunSettings, 
 
 
 def layout_file(task: str, data_dir: Optional[str], lang: str, split: str) -> str:
-    """:func:`~xlt.finetune.config.default_path`, once it exists. A split nobody named is looked for in the layout even when
-    the other splits were given as files, so a missing one must say where it was looked for and how
-    to name it (a bare "no such file" reads as if the user had named that path)."""
+    """:func:`~xlt.finetune.config.default_path`, once it exists. A split nobody named is looked for in
+    the layout even when the other splits were given as files, so a missing one must say where it was
+    looked for and how to name it (a bare "no such file" reads as if the user had named that path)."""
     path = default_path(task, data_dir, lang, split)
     if not os.path.exists(path):
         raise XltError(f"no such {split} file: {lang}'s {split} split was not named, so it is read from the default "

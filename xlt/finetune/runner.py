@@ -202,8 +202,8 @@ class Experiment:
         files = RunFiles(run_dir)
 
         def record(status: str, **outcome: Any) -> RunRecord:
-            return RunRecord(os.path.basename(run_dir), os.path.relpath(run_dir, self.plan.output.root), settings, status,
-                             **outcome)
+            return RunRecord(os.path.basename(run_dir), os.path.relpath(run_dir, self.plan.output.root), settings,
+                             status, **outcome)
 
         # Read from the files alone: a finished grid loads no model and encodes no data.
         summary = files.training_summary()
@@ -277,8 +277,8 @@ def execute(plan: FinetunePlan, on_epoch_end: Optional[Callable[[dict[str, Any]]
                "encoder_parameters": exp.encoder_parameters(), "data": exp.data_files(),
                "test_time": {"lang_embedding_at_test": test_time.lang_embedding_at_test,
                              "maps": {t: {"layer": m.layer, "identity": m.identity} for t, m in exp.maps.items()},
-                             "shifts": {t: {"layer": m.layer, "identity": m.identity, "alphas": list(test_time.shift_alpha)}
-                                        for t, m in exp.shifts.items()}},
+                             "shifts": {t: {"layer": m.layer, "identity": m.identity,
+                                            "alphas": list(test_time.shift_alpha)} for t, m in exp.shifts.items()}},
                "config": plan.config, "summary": summary, "runs": records,
                # this command's machine (CPU kind, torch's kernel path): runs read from cache may have
                # trained elsewhere; their run directories' config.json name their own
