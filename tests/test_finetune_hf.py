@@ -18,7 +18,7 @@ from conftest import run_in_process as in_process, assert_one_line_error, run_xl
 from finetune_hf_data import task_args, write_task  # noqa: E402
 from hf_fixtures import build_models  # noqa: E402
 
-from xlt.model.hf_finetune import HFRun, segment_ids  # noqa: E402
+from xlt.model.hf_finetune import HFFinetuneModel, segment_ids  # noqa: E402
 from xlt.finetune.inputs import model_input, pad_model_inputs, special_positions  # noqa: E402
 from xlt.finetune.trainer import frozen_parameter_names  # noqa: E402
 
@@ -49,7 +49,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 def test_inputs_segments_and_states_are_the_models_own(models, name):
     from transformers import AutoModel
 
-    run = HFRun.load(str(models / name), "best")
+    run = HFFinetuneModel.load(str(models / name), "best")
     tok, text = run.text_model.tokenizer, run.text("en")
     premise, hypothesis = "the small cat sees the garden .", "a dog likes the river ."
     a, b = text.encode_lines([premise, hypothesis])
@@ -78,7 +78,7 @@ def test_inputs_segments_and_states_are_the_models_own(models, name):
 
 @pytest.mark.parametrize("name", ["bert", "xlmr"])
 def test_layer_hooks_act_on_each_layers_output(models, name):
-    run = HFRun.load(str(models / name), "best")
+    run = HFFinetuneModel.load(str(models / name), "best")
     encoder, text = run.model.encoder.eval(), run.text("en")
     ids, mask = pad_model_inputs(text, [model_input(text, *text.encode_lines(["the cat sees a dog ."]))])
     with torch.no_grad():
@@ -104,7 +104,7 @@ def test_layer_hooks_act_on_each_layers_output(models, name):
 
 @pytest.mark.parametrize("name", ["bert", "xlmr"])
 def test_freeze_bottom_names_the_embeddings_and_the_bottom_layers(models, name):
-    encoder = HFRun.load(str(models / name), "best").model.encoder
+    encoder = HFFinetuneModel.load(str(models / name), "best").model.encoder
     names = {n for n, _ in encoder.named_parameters()}
     frozen = frozen_parameter_names(encoder, 1)
     assert frozen and frozen < names
@@ -116,7 +116,8 @@ def test_freeze_bottom_names_the_embeddings_and_the_bottom_layers(models, name):
 
 def test_untrained_is_the_same_config_under_the_models_own_init(models):
     spec = str(models / "xlmr")   # not the BERT fixture: seeded 0 itself, its "pretrained" weights ARE the seed-0 init
-    pretrained, untrained, again = (HFRun.load(spec, c) for c in ("best", "untrained", "untrained"))
+    pretrained, untrained, again = (HFFinetuneModel.load(spec, c)
+                                    for c in ("best", "untrained", "untrained"))
     p, u, v = (dict(r.model.encoder.named_parameters()) for r in (pretrained, untrained, again))
     assert p.keys() == u.keys() and all(p[k].shape == u[k].shape for k in p)
     assert not torch.equal(p["model.encoder.layer.0.attention.self.query.weight"],

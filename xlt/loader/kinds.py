@@ -4,10 +4,11 @@ place where a new kind is added.
 * ``xlt``: a run directory of ``xlt pretrain`` (:class:`~xlt.pretrain.pretrained.PretrainedRun`);
 * ``hf``: a transformers model, ``hf:NAME`` or a directory written by ``save_pretrained`` or by a
   Trainer (``checkpoint-N/`` folders, chosen with ``--checkpoint step-N``)
-  (:class:`~xlt.model.hf.HFTextModel` for the analyses, :class:`~xlt.model.hf_finetune.HFRun` for
-  fine-tuning);
+  (:class:`~xlt.model.hf.HFTextModel` for the analyses,
+  :class:`~xlt.model.hf_finetune.HFFinetuneModel` for fine-tuning);
 * ``static``: ``static:FILE``, frozen word vectors under a BiLSTM-max encoder
-  (:class:`~xlt.loader.static_vectors.StaticRun`; fine-tuning only, the analyses need a TextModel).
+  (:class:`~xlt.loader.static_vectors.StaticVectorsModel`; fine-tuning only, the analyses need a
+  TextModel).
 
 Analyses load through :func:`xlt.loader.text_model.load_text_model`; fine-tuning plans with
 :meth:`ModelKind.languages` and :meth:`ModelKind.check` (no weights loaded, so ``xlt finetune
@@ -21,9 +22,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Protocol, Sequence
 
 from xlt.loader.static_vectors import PREFIX as STATIC_PREFIX
-from xlt.loader.static_vectors import StaticRun, sidecar_languages
+from xlt.loader.static_vectors import StaticVectorsModel, sidecar_languages
 from xlt.model.hf import HFTextModel, layer_output_modules
-from xlt.model.hf_finetune import HFRun, check_checkpoint, config_languages
+from xlt.model.hf_finetune import HFFinetuneModel, check_checkpoint, config_languages
 from xlt.model.protocol import TextModel
 from xlt.model.spec import hf_model_dir, is_hf_model, model_source
 from xlt.pretrain.pretrained import PretrainedRun, checkpoint_path, run_languages
@@ -122,7 +123,7 @@ def _hf_check(choice: ModelChoice, use: FinetuneUse) -> None:
 
 
 def _hf_finetuning(choice: ModelChoice, use: FinetuneUse) -> Loaded:
-    run = HFRun.load(choice.spec, choice.checkpoint)
+    run = HFFinetuneModel.load(choice.spec, choice.checkpoint)
     # An architecture whose layers xlt cannot name fails now, not in every run after its training.
     if use.pair_inputs:
         run.text_model.pair_special_count()
@@ -150,7 +151,7 @@ def _static_check(choice: ModelChoice, use: FinetuneUse) -> None:
 
 
 def _static_finetuning(choice: ModelChoice, use: FinetuneUse) -> Loaded:
-    run = StaticRun.load(choice.spec, choice.codes, choice.lstm_dim)
+    run = StaticVectorsModel.load(choice.spec, choice.codes, choice.lstm_dim)
     return Loaded(run, run.identity(), os.path.abspath(choice.spec))
 
 

@@ -1,12 +1,13 @@
 """Static word embeddings as the fine-tuning runner's "pretrained model": ``xlt finetune --model static:FILE``.
 
-The runner asks a model for its encoder (``.model.encoder``), its sizes (``.config``), a text pipeline
-per language (``.text(lang)``) and an identity; :class:`StaticRun` answers with a BiLSTM over the
-file's frozen vectors (:mod:`xlt.model.bilstm`) and xlt's own pipeline: Moses tokenization (jieba for
-Chinese), then BPE with ``--codes`` when the vectors were trained on BPE'd text (a file with ``@@``
-rows needs them). Tokens are looked up by the file's words; a token with no row is a zero vector,
-counted per language (:meth:`StaticRun.coverage`, in results.json) -- each example once, since tasks
-memoise encodings per pipeline.
+The runner asks a model for its encoder (``.model.encoder``), its sizes (``.config``), a text
+pipeline per language (``.text(lang)``) and an identity (:class:`xlt.loader.kinds.FinetuneModel`);
+:class:`StaticVectorsModel` answers with a BiLSTM over the file's frozen vectors
+(:mod:`xlt.model.bilstm`) and xlt's own pipeline: Moses tokenization (jieba for Chinese), then BPE
+with ``--codes`` when the vectors were trained on BPE'd text (a file with ``@@`` rows needs them).
+Tokens are looked up by the file's words; a token with no row is a zero vector, counted per language
+(:meth:`StaticVectorsModel.coverage`, in results.json) -- each example once, since tasks memoise
+encodings per pipeline.
 
 Why a model seam rather than a second runner: everything else (grid, seeds, exact resume, selection
 on English dev, prediction files, results.json) is the same experiment, so it is the same code.
@@ -57,7 +58,7 @@ class _Model:
 
 
 @dataclass
-class StaticRun:
+class StaticVectorsModel:
     """What :class:`~xlt.pretrain.pretrained.PretrainedRun` is to the runner, for a static embedding file."""
 
     path: str
@@ -70,7 +71,7 @@ class StaticRun:
     _texts: dict[str, TextPipeline] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def load(cls, spec: str, codes: Optional[str], lstm_dim: int) -> "StaticRun":
+    def load(cls, spec: str, codes: Optional[str], lstm_dim: int) -> "StaticVectorsModel":
         path = spec[len(PREFIX):] if spec.startswith(PREFIX) else spec
         require_file(path, "static embedding file")
         if codes is not None:

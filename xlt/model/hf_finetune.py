@@ -2,8 +2,8 @@
 transformers model directory.
 
 What :class:`~xlt.pretrain.pretrained.PretrainedRun` is to the runner, for a transformers encoder (as
-:class:`~xlt.loader.static_vectors.StaticRun` is for a static embedding file). The model is loaded through the
-analyses' seam (:class:`xlt.model.hf.HFTextModel`), so fine-tuning sees text exactly as ``extract``,
+:class:`~xlt.loader.static_vectors.StaticVectorsModel` is for a static embedding file). The model is
+loaded through the analyses' seam (:class:`xlt.model.hf.HFTextModel`), so fine-tuning sees text exactly as ``extract``,
 ``cka`` and ``align`` do:
 
 * **words -> subwords**: the model's own tokenizer, word by word (``HFTextModel.encode_words``: the fast
@@ -198,8 +198,8 @@ def check_checkpoint(spec: str, checkpoint: str) -> None:
 
 
 def config_languages(spec: str, checkpoint: str) -> list[str]:
-    """The languages :meth:`HFRun.load` gives the model, read from its config alone: an XLM model's
-    ``lang2id`` when it uses language embeddings, else none (any language). A config that cannot be
+    """The languages :meth:`HFFinetuneModel.load` gives the model, read from its config alone: an XLM
+    model's ``lang2id`` when it uses language embeddings, else none (any language). A config that cannot be
     read gives none: loading the model then says why."""
     import transformers
 
@@ -214,7 +214,7 @@ def config_languages(spec: str, checkpoint: str) -> list[str]:
 
 
 @dataclass
-class HFRun:
+class HFFinetuneModel:
     """What the runner needs of a transformers model: ``model.encoder``, ``config``, ``languages``,
     ``step``, ``text(lang)`` and an identity (see the module docstring)."""
 
@@ -228,7 +228,7 @@ class HFRun:
     _texts: dict[str, HFText] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def load(cls, spec: str, checkpoint: str) -> "HFRun":
+    def load(cls, spec: str, checkpoint: str) -> "HFFinetuneModel":
         check_checkpoint(spec, checkpoint)
         text_model = HFTextModel.load(hf_model_dir(spec, checkpoint))
         text_model.wrap([])   # a tokenizer with another layout fails now, before any run

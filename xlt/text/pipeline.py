@@ -2,8 +2,8 @@
 (Moses tokenization, then BPE, then the vocabulary), and the model's input layout around them.
 
 An xlt run (:class:`~xlt.pretrain.pretrained.PretrainedRun`) and static word vectors
-(:class:`~xlt.loader.static_vectors.StaticRun`) build one per language; the fine-tuning tasks encode
-through it.
+(:class:`~xlt.loader.static_vectors.StaticVectorsModel`) build one per language; the fine-tuning
+tasks encode through it.
 """
 
 from __future__ import annotations
