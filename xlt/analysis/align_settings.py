@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from xlt.utils.checkpoint_names import CHECKPOINT_HELP, check_checkpoint_name
 from xlt.utils.errors import XltError, require_file
 from xlt.utils.textio import check_output_paths
 
@@ -34,7 +35,7 @@ class AlignSettings:
     batch_size: int = field(default=32, metadata={"help": "Sentences per forward pass."})
     device: str = "auto"   # help: the CLI's DEVICE_HELP
     checkpoint: str = field(default="best", metadata={
-        "help": "Checkpoint of each xlt run: best or last (a transformers model has one)."})
+        "help": f"Checkpoint of each xlt run: {CHECKPOINT_HELP}."})
 
     def __post_init__(self) -> None:
         from xlt.utils.device import resolve_device  # torch: only once settings are really built
@@ -43,8 +44,7 @@ class AlignSettings:
         for name, least in (("iternorm_rounds", 0), ("csls_k", 1), ("block_size", 1), ("batch_size", 1)):
             if getattr(self, name) < least:
                 raise XltError(f"--{name.replace('_', '-')} must be at least {least}, got {getattr(self, name)}")
-        if self.checkpoint not in ("best", "last"):
-            raise XltError(f"--checkpoint must be best or last, got {self.checkpoint!r}")
+        check_checkpoint_name(self.checkpoint)
         self.device = str(resolve_device(self.device))  # "auto" becomes what this machine has
 
 

@@ -18,11 +18,7 @@ MODEL = "MODEL"
 
 
 def _settings(values: dict) -> AlignSettings:
-    # AlignSettings' own check knows best and last only; --checkpoint's callback has checked the name
-    # (step-N too), so it is set once the other settings are checked.
-    settings = build_config(AlignSettings, {k: v for k, v in values.items() if k != "checkpoint"})
-    settings.checkpoint = values["checkpoint"]
-    return settings
+    return build_config(AlignSettings, values)
 
 
 def _word_settings(values: dict) -> WordSettings:
