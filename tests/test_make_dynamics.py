@@ -21,16 +21,16 @@ def test_dynamics_pretrains_two_rows_with_snapshots_tracks_and_reports_them(tmp_
     pretrain = xlt_commands(lines, "pretrain")
     assert len(pretrain) == 2
     runs = {re.search(r"--run-dir (\S+)", line).group(1): line for line in pretrain}
-    default, separated = f"{work}/dynamics/models/default/en-fr", f"{work}/dynamics/models/sep-emb+l1-6/en-fr"
+    default, separated = f"{work}/dynamics/models/default/en-fr", f"{work}/dynamics/models/sep-l1-6/en-fr"
     assert set(runs) == {default, separated}
-    assert "--sharing default " in runs[default] and "--sharing sep-emb+l1-6 " in runs[separated]
+    assert "--sharing default " in runs[default] and "--sharing sep-l1-6 " in runs[separated]
     assert "/data/joint/en-fr/vocab" in runs[default] and "/data/union/en-fr/vocab" in runs[separated]
     assert all(re.search(r"--snapshot-every 500\b", line) for line in pretrain)
     assert all("--preset mini " in line and "--max-steps 7500 " in line for line in pretrain)  # the demo recipe
 
     [track] = xlt_commands(lines, "track")
     assert f'--run {default} --label "Default"' in track
-    assert f'--run {separated} --label "Sep Emb + L1-6"' in track
+    assert f'--run {separated} --label "Sep L1-6"' in track
     assert f"-o {work}/dynamics/track" in track
     for option in ("--parallel", "--dictionary", "--tatoeba", "--ner-data-dir"):
         assert option in track
@@ -51,7 +51,7 @@ def test_snapshot_spacing_per_scale_and_from_the_command_line(tmp_path):
 
 def test_finished_runs_are_not_pretrained_again(tmp_path):
     work = tmp_path / "w"
-    for row in ("default", "sep-emb+l1-6"):
+    for row in ("default", "sep-l1-6"):
         (work / "dynamics" / "models" / row / "en-fr").mkdir(parents=True)
         (work / "dynamics" / "models" / row / "en-fr" / "finished").write_text("")
     lines = commands(work, "reproduce-dynamics")
