@@ -7,6 +7,7 @@ failure on missing tokenizer files. One short request to the hub first tells whi
 
 from __future__ import annotations
 
+import functools
 from typing import Optional
 
 from xlt.utils.errors import XltError
@@ -20,6 +21,9 @@ PROBE_TIMEOUT_S = 3.0
 USE_A_DIRECTORY = "give a local model directory instead (--model DIR, written by save_pretrained)"
 
 
+# Once per endpoint and process: a command may read a model's config (xlt finetune's plan) before its
+# weights, and an unreachable hub would cost its timeout each time.
+@functools.lru_cache(maxsize=None)
 def _hub_problem(endpoint: str) -> Optional[str]:
     """Why ``endpoint`` cannot be reached, or None when it answers (any HTTP status counts as an answer)."""
     from huggingface_hub.utils import get_session
