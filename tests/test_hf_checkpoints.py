@@ -8,10 +8,13 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never the network
 
+import json  # noqa: E402
 import shutil  # noqa: E402
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from conftest import run_in_process  # noqa: E402
+from finetune_hf_data import task_args, write_task  # noqa: E402
 from hf_fixtures import _bert  # noqa: E402
 
 from xlt.loader.kinds import FinetuneUse, ModelChoice, kind_of  # noqa: E402
@@ -67,3 +70,15 @@ def test_a_missing_or_unnamed_snapshot_is_one_error(series):
         kind_of(str(series)).check(ModelChoice(str(series), "hf", "best"), USE)
     with pytest.raises(XltError, match="not from the hub"):
         kind_of("hf:some/model").check(ModelChoice("hf:some/model", "hf", "step-10"), USE)
+
+
+def test_xlt_finetune_runs_from_a_snapshot(series, tmp_path, capsys):
+    files = write_task(tmp_path, "ner", n_train=16, n_eval=8)
+    out = tmp_path / "out"
+    res = run_in_process(capsys, "finetune", "ner", "--model", series, "--checkpoint", "step-1000", "-o", out,
+                         *task_args(files), "--batch-size", "8", "--encoder-lr", "1e-3", "--epochs", "1",
+                         "--max-len", "64", "--device", "cpu", "--seeds", "1")
+    assert res.returncode == 0, res.stderr
+    results = json.loads((out / "results.json").read_text())
+    assert results["model"] == os.path.abspath(series / "checkpoint-1000")
+    assert results["model_identity"]["checkpoint"] == "step-1000" and results["complete"]
