@@ -96,3 +96,20 @@ def test_a_checkpoint_of_another_network_is_refused_in_one_line(run_dir, tmp_pat
     text.write_text("the cat sees a dog .\n")
     assert_one_line_error(run_xlt("extract", "--model", str(old), "--lang", "en", str(text), "-o", str(tmp_path / "x")),
                           str(path), "do not fit this network")
+
+
+def test_the_kind_registry_tells_each_model_kind_and_reads_a_runs_languages(run_dir, tmp_path):
+    """One registry (xlt.loader.kinds) for analyses and fine-tuning: an xlt run is found by its files,
+    its languages read without its weights, in its model's order; static vectors are no TextModel."""
+    from xlt.loader.kinds import kind_of
+    from xlt.loader.text_model import load_text_model
+    from xlt.pretrain.pretrained import run_languages
+
+    assert kind_of(str(run_dir)).name == "xlt" and kind_of("static:w2v.txt").name == "static"
+    assert kind_of("hf:bert-base-multilingual-cased").name == "hf"
+    assert run_languages(run_dir) == PretrainedRun.load(run_dir).languages == ["en", "fr"]
+    assert load_text_model(str(run_dir), "last").step == TINY_RUN_STEPS
+    with pytest.raises(XltError, match="static model has no text model"):
+        load_text_model(f"static:{tmp_path / 'w2v.txt'}")
+    with pytest.raises(XltError, match="no such model directory"):   # the analyses' own line
+        load_text_model(str(tmp_path / "nowhere"))
