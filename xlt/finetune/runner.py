@@ -98,6 +98,9 @@ class Experiment:
         self.source, self.targets = plan.source, list(plan.targets)
         loaded = kind_named(plan.model.kind).for_finetuning(plan.model, plan.model_use)
         self.pretrained, self.model_identity, self.model_source = loaded.model, loaded.identity, loaded.source
+        if set(self.pretrained.languages) != set(plan.model_languages):  # the plan read them from metadata
+            raise XltError(f"the model's weights are for {', '.join(self.pretrained.languages) or 'any language'}, "
+                           f"its metadata names {', '.join(plan.model_languages) or 'none'}", plan.model.spec)
         self.splits = self._read_splits()
         self.labels = self.task.labels(self.splits[self.source, "train"].examples)
         for split in self.splits.values():  # a bad evaluation file fails now, not after every run has trained
