@@ -33,10 +33,14 @@ ROW_sep-emb+l1-6    := union      sep-emb+l1-6
 ROW_sep-l1-3        := union      sep-l1-3
 ROW_sep-l1-6        := union      sep-l1-6
 PRETRAIN := $(if $(TORCHRUN),$(TORCHRUN) xlt,$(XLT)) pretrain
-PRETRAIN_ARGS = --preset $(PRESET) --batch-size $(BATCH) --stream-len $(STREAM_LEN) --max-steps $(STEPS) \
+# $(call pair_setting,NAME): NAME_<L> where a scale sets one for the pair's target language L (the
+# stem of a model rule is <row>/en-<L>), else NAME. Fake-English's recipe differs: scales/demo.mk.
+pair_setting = $(or $($(1)_$(call target_of,$*)),$($(1)))
+PRETRAIN_ARGS = --preset $(PRESET) --batch-size $(BATCH) --stream-len $(STREAM_LEN) \
+  --max-steps $(call pair_setting,STEPS) \
   --warmup-steps $(WARMUP) --lr $(LR) --eval-every $(EVAL_EVERY) --save-every $(SAVE_EVERY) \
   --eval-batches $(EVAL_BATCHES) --precision $(PRECISION) --log-every $(LOG_EVERY) \
-  $(if $(SHORT_STREAM_LEN),--short-stream-len $(SHORT_STREAM_LEN) --short-stream-steps $(SHORT_STEPS)) \
+  $(if $(SHORT_STREAM_LEN),--short-stream-len $(SHORT_STREAM_LEN) --short-stream-steps $(call pair_setting,SHORT_STEPS)) \
   $(if $(DROPOUT),--dropout $(DROPOUT)) $(if $(EQUAL_COPIES_INIT),--equal-copies-init) $(if $(COMPILE),--compile)
 # $(call row_data,ROW/en-L) -> the pair's data directory for that row
 row_data = $(W)/data/$(word 1,$(ROW_$(patsubst %/,%,$(dir $(1)))))/$(notdir $(1))

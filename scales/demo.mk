@@ -23,6 +23,13 @@ STREAM_LEN         := 64
 SHORT_STREAM_LEN   := 8        # batches of 128 windows of 8 tokens ...
 SHORT_STEPS        := 2500     # ... for the first 2,500 steps
 STEPS              := 7500
+# Fake-English (LANGS=fake): with no token shared, English and Fake-English stay on the unigram
+# plateau after a 2,500-step short phase (1,124 / 1,032 against 1,147 / 1,049 at 7,500 steps).
+# With 5,000 short steps, 2,500 per language as English alone gets, the pair leaves it ~3,000 steps
+# after the switch (dev ppl 718 / 570 at 8,000, 329 / 285 at 10,000; measured,
+# docs/notes/2026-11-27-fake-english-plateau.md).
+SHORT_STEPS_fake   := 5000
+STEPS_fake         := 15000
 # The separated rows' language copies (positions, bottom layers) start from the same random
 # weights: with independent draws Sep Emb's English never left the unigram plateau here (dev ppl
 # 1,222; 621 with equal copies; docs/pretrain.md). Token tables still start independent.

@@ -307,3 +307,19 @@ def test_fake_english_refuses_a_scale_whose_english_slice_takes_the_whole_corpus
     lines = dry_run(tmp_path / "w", "SCALE=smoke", "LANGS=fake", f"CORPUS_fake={other}", "reproduce-table1")
     fake = [line for line in lines if str(other) in line and "-v lo=" in line]
     assert sorted(slice_bounds(line) for line in fake) == [(0, 2000000), (2000000, 2100000)]
+
+
+def test_the_demo_pretrains_fake_english_pairs_with_their_own_longer_recipe_and_other_pairs_with_the_scales(tmp_path):
+    english = english_corpus(tmp_path / "english.txt.xz", 1_100_000)   # 27.5 MB: past the demo's fake slices
+    lines = dry_run(tmp_path / "w", "LANGS=fr fake", f"CORPUS_en={english}", "pretrain-table1")
+    plan = "\n".join(lines).replace("\\\n", " ")
+    recipes = {re.search(r"--run-dir \S+/models/(\S+) ", line).group(1):
+               (re.search(r"--max-steps (\d+)", line).group(1), re.search(r"--short-stream-steps (\d+)", line).group(1))
+               for line in plan.splitlines() if re.search(r"xlt pretrain ", line)}
+    assert recipes["default/en-fake"] == recipes["sep-emb+l1-6/en-fake"] == ("15000", "5000")
+    assert recipes["default/en-fr"] == recipes["sep-emb+l1-6/en-fr"] == ("7500", "2500")
+    # a caller's own STEPS_fake wins, as any scale setting
+    plan = "\n".join(dry_run(tmp_path / "w", "LANGS=fake", f"CORPUS_en={english}", "STEPS_fake=9000",
+                             "pretrain-table1")).replace("\\\n", " ")
+    pretrain = [line for line in plan.splitlines() if "xlt pretrain " in line]
+    assert pretrain and all("--max-steps 9000 " in line for line in pretrain)
