@@ -34,14 +34,15 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from xlt.finetune.config import TASK_DEFAULTS, RunSettings, default_path  # noqa: E402
+from xlt.finetune.config import RunSettings, default_path  # noqa: E402
 from xlt.finetune.ordering import evaluation_order, example_sizes, ordered_batches, padding_fraction  # noqa: E402
-from xlt.finetune.registry import get_task  # noqa: E402
+from xlt.finetune.registry import TASKS, get_task  # noqa: E402
 from xlt.finetune.runner import autocast_dtype  # noqa: E402
 from xlt.finetune.trainer import RunTrainer, SourceData  # noqa: E402
 from xlt.model.config import EncoderConfig  # noqa: E402
 from xlt.model.heads import MaskedLM  # noqa: E402
-from xlt.pretrain.pretrained import PretrainedRun, TextPipeline  # noqa: E402
+from xlt.pretrain.pretrained import PretrainedRun  # noqa: E402
+from xlt.text.pipeline import TextPipeline  # noqa: E402
 from xlt.text.tokenize import Tokenizer  # noqa: E402
 from xlt.text.vocab import Vocabulary  # noqa: E402
 from xlt.utils.textio import read_lines  # noqa: E402
@@ -62,7 +63,7 @@ def whitespace_vocabulary(path: str, lines: int, size: int) -> Vocabulary:
 
 def measure(task_name: str, args: argparse.Namespace, root: str) -> dict:
     task = get_task(task_name)
-    max_len = args.max_len or TASK_DEFAULTS[task_name]["max_len"]
+    max_len = args.max_len or TASKS[task_name].recipe.max_len
     train_path = default_path(task_name, args.data_dir, "en", "train")
     train = task.read(train_path)[:args.examples]
     dev = task.read(default_path(task_name, args.data_dir, "en", "dev"))[:args.examples]
