@@ -24,7 +24,7 @@ LAYERS: list[list[str]] = [
     ["xlt.text"],                     # tokenize, BPE, vocabularies
     ["xlt.data", "xlt.model"],        # token stores and recipes; the network and the TextModel seam
     ["xlt.pretrain", "xlt.embed"],    # what makes representations: MLM pretraining, static embeddings
-    ["xlt.loader"],                   # --model -> a TextModel of any kind (an xlt run or a transformers model)
+    ["xlt.loader"],                   # the model-kind registry: an xlt run, a transformers model, static vectors
     ["xlt.analysis", "xlt.finetune"],  # what uses representations; neither imports the other
     ["xlt.track"],                    # every snapshot of a run through the analyses and fine-tuning
     ["xlt.report"],                   # the papers' tables and figures from the results
