@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from xlt.analysis.extract import sentence_vectors  # noqa: E402
 from xlt.model.config import EncoderConfig  # noqa: E402
 from xlt.model.heads import MaskedLM  # noqa: E402
-from xlt.pretrain.pretrained import PretrainedRun  # noqa: E402
+from xlt.model.xlt_run import PretrainedRun  # noqa: E402
 from xlt.text.tokenize import Tokenizer  # noqa: E402
 from xlt.text.vocab import Vocabulary  # noqa: E402
 from xlt.utils.textio import read_lines  # noqa: E402

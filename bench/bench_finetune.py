@@ -41,7 +41,7 @@ from xlt.finetune.runner import autocast_dtype  # noqa: E402
 from xlt.finetune.trainer import RunTrainer, SourceData  # noqa: E402
 from xlt.model.config import EncoderConfig  # noqa: E402
 from xlt.model.heads import MaskedLM  # noqa: E402
-from xlt.pretrain.pretrained import PretrainedRun  # noqa: E402
+from xlt.model.xlt_run import PretrainedRun  # noqa: E402
 from xlt.text.pipeline import TextPipeline  # noqa: E402
 from xlt.text.tokenize import Tokenizer  # noqa: E402
 from xlt.text.vocab import Vocabulary  # noqa: E402

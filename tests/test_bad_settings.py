@@ -17,9 +17,9 @@ from pretrain_fixtures import build_inputs, tiny_args
 from xlt.analysis.align import AlignSettings, word_translation
 from xlt.analysis.cka_compare import CompareSettings
 from xlt.analysis.shift import TranslateSettings, compute_means
-from xlt.pretrain.checkpoint import load_checkpoint
+from xlt.model.checkpoint_io import load_checkpoint
 from xlt.pretrain.config import PretrainConfig
-from xlt.pretrain.pretrained import PretrainedRun
+from xlt.model.xlt_run import PretrainedRun
 from xlt.utils.errors import XltError
 
 LFS_POINTER = ("version https://git-lfs.github.com/spec/v1\n"

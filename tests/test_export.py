@@ -19,7 +19,7 @@ import torch  # noqa: E402
 from conftest import assert_one_line_error, run_xlt  # noqa: E402
 from pretrain_fixtures import tiny_args  # noqa: E402
 
-from xlt.pretrain.pretrained import PretrainedRun, pad_inputs  # noqa: E402
+from xlt.model.xlt_run import PretrainedRun, pad_inputs  # noqa: E402
 
 # Plain text the way a user has it: capitals, commas, an apostrophe, accents, a digit, quotes.
 PLAIN = {"en": ["The old cat sees a dog.", "This child, 3 times, likes \"the\" garden!", "Zebra? Ünïcode."],

@@ -11,7 +11,8 @@ import torch
 from conftest import assert_one_line_error, run_in_process, run_xlt
 
 from xlt.analysis.extract import LEVELS, sentence_vectors, sentence_vectors_and_index, token_vectors, word_vectors
-from xlt.pretrain.pretrained import PretrainedRun, model_input
+from xlt.model.xlt_run import PretrainedRun
+from xlt.text.pipeline import model_input
 from xlt.utils.errors import XltError
 
 

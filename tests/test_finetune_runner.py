@@ -25,8 +25,9 @@ from xlt.finetune.registry import TASKS
 from xlt.finetune.runner import EXIT_BUSY, EXIT_OK, Experiment, finetune
 from xlt.finetune.trainer import frozen_parameter_names, lr_factor
 from xlt.model.interventions import SHIFT_FORMAT, LanguageShift, load_map, load_shift
-from xlt.pretrain.checkpoint import load_checkpoint
-from xlt.pretrain.pretrained import PretrainedRun, model_input
+from xlt.model.checkpoint_io import load_checkpoint
+from xlt.model.xlt_run import PretrainedRun
+from xlt.text.pipeline import model_input
 from xlt.utils.errors import XltError
 from xlt.utils.rundir import cpu_model, exclusive_lock
 

@@ -10,7 +10,8 @@ from finetune_fixtures import make_pipeline, predict, tiny_encoder, train_steps
 
 from xlt.finetune.registry import TASKS, get_task
 from xlt.finetune.xnli import NLI_LABELS, XNLITask, truncate_pair
-from xlt.pretrain.pretrained import PretrainedRun, model_input
+from xlt.model.xlt_run import PretrainedRun
+from xlt.text.pipeline import model_input
 from xlt.text.vocab import EOS_ID
 from xlt.utils.errors import XltError
 

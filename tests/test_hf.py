@@ -19,7 +19,7 @@ from hf_fixtures import build_models, write_texts  # noqa: E402
 
 from xlt.analysis.extract import sentence_vectors, word_vectors  # noqa: E402
 from xlt.loader.text_model import load_text_model  # noqa: E402
-from xlt.pretrain.pretrained import pad_inputs  # noqa: E402
+from xlt.model.xlt_run import pad_inputs  # noqa: E402
 
 
 @pytest.fixture(scope="module")

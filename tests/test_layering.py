@@ -22,7 +22,7 @@ LAYERS: list[list[str]] = [
     ["xlt"],
     ["xlt.utils"],                    # errors, files, logging: used by everything
     ["xlt.text"],                     # tokenize, BPE, vocabularies
-    ["xlt.data", "xlt.model"],        # token stores and recipes; the network and the TextModel seam
+    ["xlt.data", "xlt.model"],        # token stores, recipes; the network, TextModel, xlt runs and transformers models
     ["xlt.pretrain", "xlt.embed"],    # what makes representations: MLM pretraining, static embeddings
     ["xlt.loader"],                   # the model-kind registry: an xlt run, a transformers model, static vectors
     ["xlt.analysis", "xlt.finetune"],  # what uses representations; neither imports the other

@@ -24,7 +24,7 @@ from xlt.finetune.config import FinetuneConfig
 from xlt.finetune.predictions import prediction_file, write_conllu
 from xlt.finetune.runner import EXIT_OK, finetune
 from xlt.model.interventions import SHIFT_FORMAT, LanguageShift
-from xlt.pretrain.pretrained import PretrainedRun
+from xlt.model.xlt_run import PretrainedRun
 from xlt.utils.errors import XltError
 
 LANGS = ("en", "fr")

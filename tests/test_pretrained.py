@@ -8,7 +8,8 @@ import pytest
 import torch
 from pretrain_fixtures import TINY_RUN_STEPS
 
-from xlt.pretrain.pretrained import PretrainedRun, TextPipeline
+from xlt.model.xlt_run import PretrainedRun
+from xlt.text.pipeline import TextPipeline
 from xlt.text.tokenize import Tokenizer
 from xlt.utils.errors import XltError
 
@@ -103,7 +104,7 @@ def test_the_kind_registry_tells_each_model_kind_and_reads_a_runs_languages(run_
     its languages read without its weights, in its model's order; static vectors are no TextModel."""
     from xlt.loader.kinds import kind_of
     from xlt.loader.text_model import load_text_model
-    from xlt.pretrain.pretrained import run_languages
+    from xlt.model.xlt_run import run_languages
 
     assert kind_of(str(run_dir)).name == "xlt" and kind_of("static:w2v.txt").name == "static"
     assert kind_of("hf:bert-base-multilingual-cased").name == "hf"

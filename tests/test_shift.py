@@ -13,7 +13,8 @@ from conftest import assert_one_line_error, run_xlt
 
 from xlt.analysis.shift import (LanguageShift, bleu1, convert_rate, language_mean, shift_decode, token_set,
                                 words_of)
-from xlt.pretrain.pretrained import PretrainedRun, model_input
+from xlt.model.xlt_run import PretrainedRun
+from xlt.text.pipeline import model_input
 from xlt.utils.errors import XltError
 
 

@@ -15,7 +15,7 @@ import torch
 from conftest import assert_one_line_error, run_in_process
 from pretrain_fixtures import build_inputs, tiny_args
 
-from xlt.pretrain.pretrained import PretrainedRun
+from xlt.model.xlt_run import PretrainedRun
 from xlt.pretrain.snapshots import snapshot_due
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -159,7 +159,7 @@ def test_dev_ppl_equals_pretrainings_own_evaluation_of_each_snapshot(world, tmp_
 
 
 def test_text_is_tokenized_once_across_snapshots(world, tmp_path, capsys, monkeypatch):
-    from xlt.pretrain.pretrained import TextPipeline
+    from xlt.text.pipeline import TextPipeline
 
     run, out = fresh_run(world, tmp_path, (3,)), tmp_path / "track"
     track(capsys, run, out, *data_args(world))

@@ -43,7 +43,7 @@ from torch import Tensor, nn
 from xlt.model.encoder import Encoder
 from xlt.loader.text_model import load_text_model
 from xlt.model.protocol import TextModel
-from xlt.pretrain.pretrained import PretrainedRun, pad_inputs
+from xlt.model.xlt_run import PretrainedRun, pad_inputs
 from xlt.utils import log
 from xlt.utils.errors import XltError
 

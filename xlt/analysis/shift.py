@@ -32,7 +32,7 @@ from xlt.analysis.shift_table import RESULT_FORMAT
 from xlt.model.interventions import LanguageShift, save_means
 from xlt.loader.text_model import load_text_model
 from xlt.model.protocol import TextModel
-from xlt.pretrain.pretrained import pad_inputs
+from xlt.model.xlt_run import pad_inputs
 from xlt.text.vocab import SPECIALS
 from xlt.utils import log
 from xlt.utils.errors import XltError, require_file

@@ -23,7 +23,7 @@ from typing import Any, Callable, Optional, Sequence, TypeVar
 import torch
 from torch import Tensor
 
-from xlt.pretrain.pretrained import pad_inputs
+from xlt.model.xlt_run import pad_inputs
 from xlt.text.pipeline import TextPipeline
 from xlt.text.pipeline import model_input as xlt_model_input
 from xlt.text.vocab import PAD_ID

@@ -45,8 +45,9 @@ from xlt.finetune.ordering import ExampleSizes, bucketed, epoch_order, epoch_ste
 from xlt.finetune.runfiles import BestEpoch, RunFiles, TrainingSummary
 from xlt.finetune.task import Batch, Task
 from xlt.loader.kinds import FinetuneModel
+from xlt.model.checkpoint_io import load_checkpoint
 from xlt.model.encoder import Encoder, LayerHook
-from xlt.pretrain.checkpoint import load_checkpoint, save_checkpoint
+from xlt.pretrain.checkpoint import save_checkpoint
 from xlt.text.pipeline import TextPipeline
 from xlt.utils import log
 from xlt.utils.errors import XltError

@@ -1,7 +1,7 @@
 """The kinds of model a ``--model`` value can name, each with its loaders and its option checks: the one
 place where a new kind is added.
 
-* ``xlt``: a run directory of ``xlt pretrain`` (:class:`~xlt.pretrain.pretrained.PretrainedRun`);
+* ``xlt``: a run directory of ``xlt pretrain`` (:class:`~xlt.model.xlt_run.PretrainedRun`);
 * ``hf``: a transformers model, ``hf:NAME`` or a directory written by ``save_pretrained`` or by a
   Trainer (``checkpoint-N/`` folders, chosen with ``--checkpoint step-N``)
   (:class:`~xlt.model.hf.HFTextModel` for the analyses,
@@ -27,7 +27,7 @@ from xlt.model.hf import HFTextModel, layer_output_modules
 from xlt.model.hf_finetune import HFFinetuneModel, check_checkpoint, config_languages
 from xlt.model.protocol import TextModel
 from xlt.model.spec import hf_model_dir, is_hf_model, model_source
-from xlt.pretrain.pretrained import PretrainedRun, checkpoint_path, run_languages
+from xlt.model.xlt_run import PretrainedRun, checkpoint_path, run_languages
 from xlt.utils.errors import XltError
 from xlt.utils.textio import file_sha256
 

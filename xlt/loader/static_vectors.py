@@ -59,7 +59,7 @@ class _Model:
 
 @dataclass
 class StaticVectorsModel:
-    """What :class:`~xlt.pretrain.pretrained.PretrainedRun` is to the runner, for a static embedding file."""
+    """What :class:`~xlt.model.xlt_run.PretrainedRun` is to the runner, for a static embedding file."""
 
     path: str
     codes: Optional[str]

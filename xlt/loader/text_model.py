@@ -1,5 +1,5 @@
 """``--model`` -> a :class:`~xlt.model.protocol.TextModel`: an xlt run
-(:class:`~xlt.pretrain.pretrained.PretrainedRun`) or a transformers model
+(:class:`~xlt.model.xlt_run.PretrainedRun`) or a transformers model
 (:class:`~xlt.model.hf.HFTextModel`), through the kind registry (:mod:`xlt.loader.kinds`).
 """
 

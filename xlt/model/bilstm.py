@@ -5,7 +5,7 @@ premise and hypothesis vectors into an MLP.
 Two modules, so that the fine-tuning runner treats the baseline like any encoder plus task head:
 
 * :class:`BiLSTMEncoder` -- ids [B,T] -> states [B,T,2H]. Inputs are xlt's ``</s> a </s> b </s>``
-  layout (:func:`xlt.pretrain.pretrained.model_input`); each ``</s>``-delimited segment runs through
+  layout (:func:`xlt.model.xlt_run.model_input`); each ``</s>``-delimited segment runs through
   the LSTM on its own (the premise never sees the hypothesis, as in the XNLI baseline), and ``</s>``
   and padding positions get zero states.
 * :class:`PairMaxHead` -- states [B,T,D] -> u, v (max over each segment's positions) -> logits [B,C].

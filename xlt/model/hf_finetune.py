@@ -1,7 +1,7 @@
 """A Hugging Face model as the fine-tuning runner's "pretrained model": ``xlt finetune --model hf:NAME`` or a
 transformers model directory.
 
-What :class:`~xlt.pretrain.pretrained.PretrainedRun` is to the runner, for a transformers encoder (as
+What :class:`~xlt.model.xlt_run.PretrainedRun` is to the runner, for a transformers encoder (as
 :class:`~xlt.loader.static_vectors.StaticVectorsModel` is for a static embedding file). The model is
 loaded through the analyses' seam (:class:`xlt.model.hf.HFTextModel`), so fine-tuning sees text exactly as ``extract``,
 ``cka`` and ``align`` do:

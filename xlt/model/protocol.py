@@ -3,7 +3,7 @@
 Two kinds of model implement it, and every analysis (``extract``, ``cka``, ``shift-decode``, ``align``) is
 written once against it:
 
-* an xlt run directory -- :class:`xlt.pretrain.pretrained.PretrainedRun` (Moses + BPE pipeline,
+* an xlt run directory -- :class:`xlt.model.xlt_run.PretrainedRun` (Moses + BPE pipeline,
   language embeddings, one MLM head per language's softmax);
 * a Hugging Face model -- :class:`xlt.model.hf.HFTextModel` (the model's own WordPiece, SentencePiece
   or XLM tokenizer, no language embedding unless it is an XLM model with ``lang2id``).

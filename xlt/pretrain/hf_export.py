@@ -192,7 +192,7 @@ def export_hf(run_dir: str, output: str, lang: Optional[str] = None, checkpoint:
     from transformers import XLMWithLMHeadModel
 
     from xlt.model.hf import quiet_transformers
-    from xlt.pretrain.pretrained import PretrainedRun
+    from xlt.model.xlt_run import PretrainedRun
     from xlt.utils.textio import write_json
 
     if os.path.exists(output) and (not os.path.isdir(output) or os.listdir(output)):

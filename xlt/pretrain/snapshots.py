@@ -2,7 +2,7 @@
 
 ``--snapshot-every N`` and ``--snapshot-at STEP`` say after which optimizer steps the weights are
 copied out, so that later stages can load the run as it was then (``--checkpoint step-N``). A
-snapshot holds what :meth:`xlt.pretrain.pretrained.PretrainedRun.load` reads and the step, nothing
+snapshot holds what :meth:`xlt.model.xlt_run.PretrainedRun.load` reads and the step, nothing
 to resume from: no optimizer, scheduler or generator states.
 """
 

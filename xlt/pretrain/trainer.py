@@ -24,11 +24,12 @@ from xlt.data.masking import MaskingConfig, MaskTransform
 from xlt.data.sampling import LanguageSampler
 from xlt.data.store import StorePaths, TokenStore
 from xlt.data.streams import LanguageStream, iterate_eval
+from xlt.model.checkpoint_io import load_checkpoint, load_model_weights
 from xlt.model.config import EncoderConfig, SharingSpec
 from xlt.model.encoder import start_copies_equal
 from xlt.model.heads import MaskedLM
 from xlt.pretrain import distributed
-from xlt.pretrain.checkpoint import load_checkpoint, load_model_weights, save_checkpoint
+from xlt.pretrain.checkpoint import save_checkpoint
 from xlt.pretrain.config import ADDED_DEFAULTS, MUTABLE_KEYS, PretrainConfig
 from xlt.pretrain.run_files import (INPUT_PATH_KEYS, changed_inputs, describe_run, remove_leftovers,
                                     sigterm_requested)

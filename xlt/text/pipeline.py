@@ -1,7 +1,7 @@
 """Raw text of one language -> an xlt model's subword ids, exactly as its training data was made
 (Moses tokenization, then BPE, then the vocabulary), and the model's input layout around them.
 
-An xlt run (:class:`~xlt.pretrain.pretrained.PretrainedRun`) and static word vectors
+An xlt run (:class:`~xlt.model.xlt_run.PretrainedRun`) and static word vectors
 (:class:`~xlt.loader.static_vectors.StaticVectorsModel`) build one per language; the fine-tuning
 tasks encode through it.
 """

@@ -74,7 +74,7 @@ class SnapshotEval:
 
 
 def dev_ppl(t: RunTracker, s: SnapshotEval) -> list[Row]:
-    from xlt.pretrain.checkpoint import load_model_weights
+    from xlt.model.checkpoint_io import load_model_weights
 
     trainer = t.pretrainer()
     load_model_weights(trainer.model, s.model.model.state_dict(), s.name)

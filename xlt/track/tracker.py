@@ -177,7 +177,7 @@ class RunTracker:
             self.memo.save()
 
     def _load(self, snapshot: str, checkpoint: str):
-        from xlt.pretrain.pretrained import PretrainedRun
+        from xlt.model.xlt_run import PretrainedRun
 
         run = PretrainedRun.load(self.run, checkpoint, self.device)
         self._prepare(run.languages)

@@ -1,4 +1,6 @@
 """Loading a pretrained run directory: the model plus everything that turns new text into its ids.
+The ``xlt`` kind of :mod:`xlt.loader.kinds`, beside the transformers models of :mod:`xlt.model.hf`;
+it reads what ``xlt pretrain`` wrote and needs nothing of pretraining's code.
 
 Every later stage (``finetune``, ``extract``, ``align``, ``cka``, ``shift-decode``) starts from a
 RUN DIR, never from loose pieces that could disagree::
@@ -23,10 +25,10 @@ from typing import Optional, Sequence
 import torch
 from torch import Tensor
 
+from xlt.model.checkpoint_io import load_checkpoint, load_model_weights, require_keys
 from xlt.model.config import EncoderConfig
 from xlt.model.heads import MaskedLM
 from xlt.model.weights import state_sha256
-from xlt.pretrain.checkpoint import load_checkpoint, load_model_weights, require_keys
 from xlt.text.pipeline import TextPipeline, model_input
 from xlt.text.tokenize import Tokenizer, TokenizerConfig
 from xlt.text.vocab import PAD_ID, SPECIALS, UNK_ID, Vocabulary
