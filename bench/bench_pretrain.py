@@ -30,6 +30,7 @@ from bench_model_flops import matmul_peak_tflops  # noqa: E402
 from xlt.data.store import binarize  # noqa: E402
 from xlt.pretrain import distributed  # noqa: E402
 from xlt.pretrain.config import PretrainConfig  # noqa: E402
+from xlt.pretrain.plan import resolve  # noqa: E402
 from xlt.pretrain.trainer import Pretrainer  # noqa: E402
 from xlt.text.vocab import Vocabulary, ownership_masks  # noqa: E402
 
@@ -73,7 +74,8 @@ def main() -> None:
                              sharing=args.sharing, batch_size=args.batch, stream_len=args.stream_len,
                              max_steps=args.steps, warmup_steps=10, eval_every=10**9, save_every=10**9,
                              log_every=5, precision=args.precision, compile=args.compile)
-        trainer = Pretrainer(cfg, str(root / "run"), distributed.setup())  # finds the GPU as xlt pretrain does
+        # distributed.setup() finds the GPU as xlt pretrain does
+        trainer = Pretrainer(resolve(cfg), str(root / "run"), distributed.setup())
         device = trainer.d.device
         t0 = time.perf_counter()
         trainer.train()

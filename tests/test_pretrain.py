@@ -133,13 +133,14 @@ CURRICULUM = ["--short-stream-len", "4", "--short-stream-steps", "8", "--dropout
 
 def test_the_short_window_phase_then_long_windows_and_resume_across_the_switch(inputs, tmp_path, monkeypatch):
     from xlt.pretrain.config import PretrainConfig
+    from xlt.pretrain.plan import resolve
     from xlt.pretrain.trainer import Pretrainer
 
     root = inputs["root"]
     cfg = PretrainConfig(vocab=str(root / "vocab"), train={l: str(root / f"{l}.train") for l in ("en", "fr")},
                          dev={l: str(root / f"{l}.dev") for l in ("en", "fr")}, preset="tiny", stream_len=16,
                          batch_size=4, short_stream_len=4, short_stream_steps=3, max_steps=5, dropout=0.0)
-    trainer = Pretrainer(cfg, tmp_path / "shapes")
+    trainer = Pretrainer(resolve(cfg), tmp_path / "shapes")
     shapes = []
     step = trainer._train_step
     monkeypatch.setattr(trainer, "_train_step", lambda batches, *a: shapes.extend(
@@ -251,6 +252,7 @@ def test_other_settings_in_the_same_run_dir_are_refused(inputs, tmp_path):
 
 def test_nan_loss_stops_and_keeps_last_good_checkpoint(inputs, tmp_path, monkeypatch):
     from xlt.pretrain.config import PretrainConfig
+    from xlt.pretrain.plan import resolve
     from xlt.pretrain.trainer import Pretrainer
     from xlt.utils.errors import XltError
 
@@ -258,7 +260,7 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(inputs, tmp_path, monkeyp
     cfg = PretrainConfig(vocab=str(root / "vocab"), train={l: str(root / f"{l}.train") for l in ("en", "fr")},
                          dev={l: str(root / f"{l}.dev") for l in ("en", "fr")}, preset="tiny", stream_len=16,
                          batch_size=4, max_steps=10, save_every=3, eval_every=100, warmup_steps=5)
-    trainer = Pretrainer(cfg, str(tmp_path / "run"))
+    trainer = Pretrainer(resolve(cfg), str(tmp_path / "run"))
     real_forward = trainer.model.forward
 
     def poisoned(*args, **kwargs):
@@ -307,6 +309,7 @@ def test_bad_inputs_give_one_line_errors(inputs, tmp_path):
 
 def test_equal_copies_init_starts_the_language_copies_equal_and_is_recorded(inputs, tmp_path):
     from xlt.pretrain.config import PretrainConfig
+    from xlt.pretrain.plan import resolve
     from xlt.pretrain.trainer import Pretrainer
 
     root = inputs["root"]
@@ -314,7 +317,7 @@ def test_equal_copies_init_starts_the_language_copies_equal_and_is_recorded(inpu
                   dev={l: str(root / f"{l}.dev") for l in ("en", "fr")}, preset="tiny", sharing="sep-emb",
                   stream_len=16, batch_size=4, max_steps=2)
     for equal in (False, True):
-        trainer = Pretrainer(PretrainConfig(**common, equal_copies_init=equal), tmp_path / f"run{equal}")
+        trainer = Pretrainer(resolve(PretrainConfig(**common, equal_copies_init=equal)), tmp_path / f"run{equal}")
         positions = trainer.model.encoder.position_embeddings.by_lang
         assert torch.equal(positions["en"].weight, positions["fr"].weight) == equal
         trainer.train()

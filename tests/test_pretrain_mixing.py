@@ -10,6 +10,7 @@ from conftest import assert_one_line_error, run_xlt
 from pretrain_fixtures import build_inputs, tiny_args
 
 from xlt.pretrain.config import PretrainConfig
+from xlt.pretrain.plan import resolve
 from xlt.pretrain.trainer import Pretrainer
 
 
@@ -28,12 +29,12 @@ def config(root, **overrides) -> PretrainConfig:
 
 def test_a_step_over_several_languages_is_one_adam_step_on_their_mean_loss(inputs, tmp_path):
     cfg = config(inputs["root"])
-    trained = Pretrainer(cfg, tmp_path / "trained")
+    trained = Pretrainer(resolve(cfg), tmp_path / "trained")
     trained.train()
 
     # The textbook step, from a second trainer built the same way: one graph for the mean of the
     # three batches' losses, one backward, one Adam step.
-    ref = Pretrainer(cfg, tmp_path / "reference")
+    ref = Pretrainer(resolve(cfg), tmp_path / "reference")
     start = {k: v.clone() for k, v in ref.model.state_dict().items()}
     langs = [ref.sampler.next() for _ in range(cfg.langs_per_step)]
     assert set(langs) == {"en", "fr"}, "the seed must give a step of both languages (Sep Emb: both tables learn)"
@@ -53,9 +54,9 @@ def test_a_step_over_several_languages_is_one_adam_step_on_their_mean_loss(input
 
 
 def test_one_language_per_step_is_what_a_single_batch_gives(inputs, tmp_path):
-    one = Pretrainer(config(inputs["root"], langs_per_step=1, max_steps=2), tmp_path / "one")
+    one = Pretrainer(resolve(config(inputs["root"], langs_per_step=1, max_steps=2)), tmp_path / "one")
     one.train()
-    mixed = Pretrainer(config(inputs["root"], langs_per_step=2, max_steps=1), tmp_path / "mixed")
+    mixed = Pretrainer(resolve(config(inputs["root"], langs_per_step=2, max_steps=1)), tmp_path / "mixed")
     mixed.train()
     # Same two batches, but two Adam steps against one step on their mean: not the same weights.
     assert any(not torch.equal(a, b) for a, b in zip(one.model.state_dict().values(),

@@ -1,4 +1,5 @@
-"""``xlt pretrain``: parse options into a PretrainConfig and call :func:`xlt.pretrain.trainer.pretrain`."""
+"""``xlt pretrain``: parse options into a PretrainConfig, resolve it (:func:`xlt.pretrain.plan.resolve`)
+and train the plan (:func:`xlt.pretrain.trainer.pretrain`), or print it with --dry-run."""
 
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ from xlt.pretrain.config import PretrainConfig
 @click.command()
 @click.option("--run-dir", required=True, type=OutputPath("directory"), metavar="DIR",
               help="Run directory: created, or resumed when it already holds this run.")
+@click.option("--dry-run", is_flag=True,
+              help="Print the resolved run (model size, tokens per step, curriculum, snapshot steps) and "
+                   "write nothing.")
 @dataclass_options(PretrainConfig, metavars={"vocab": "FILE", "codes": "LANG FILE"})
-def pretrain(run_dir: str, **values) -> None:
+def pretrain(run_dir: str, dry_run: bool, **values) -> None:
     """Pretrain a bilingual or multilingual masked language model.
 
     One batch is one language, drawn with p proportional to (share of sentences)^alpha (one batch per
@@ -31,9 +35,17 @@ def pretrain(run_dir: str, **values) -> None:
       torchrun --nproc_per_node 8 -m xlt pretrain --run-dir runs/en-fr --preset wu2020 \\
           --batch-size 96 ... (same options)
     """
-    from xlt.pretrain.trainer import pretrain as run
+    from xlt.pretrain.plan import resolve
 
-    summary = run(build_config(PretrainConfig, values), run_dir)
+    plan = resolve(build_config(PretrainConfig, values))
+    if dry_run:
+        from xlt.pretrain.plan import describe
+
+        click.echo(describe(plan))
+        return
+    from xlt.pretrain.trainer import pretrain as train
+
+    summary = train(plan, run_dir)
     best = summary["best"]
     click.echo(f"{run_dir}: step {summary['step']}, best {best.get('metric', 'dev ppl')} "
                f"{best['value']:.3f} at step {best['step']}", err=True)

@@ -1,18 +1,25 @@
-"""The pretraining configuration: one typed dataclass, resolved and saved in the run directory."""
+"""The pretraining configuration: one typed, frozen dataclass, checked once when it is built.
+
+:func:`xlt.pretrain.plan.resolve` turns it into the :class:`~xlt.pretrain.plan.PretrainPlan` the
+trainer runs; a changed setting is a new config (``dataclasses.replace``), checked again.
+"""
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Optional
 
 from xlt.utils.errors import XltError
 from xlt.utils.typed import help_field
 
 
-@dataclass
+@dataclass(frozen=True)
 class PretrainConfig:
-    """Everything that decides what a pretraining run computes (paths are recorded as given)."""
+    """Everything that decides what a pretraining run computes (paths are recorded as given).
+
+    Frozen: the checks below hold for the object's lifetime, so nothing downstream checks again.
+    """
 
     vocab: str = help_field("fastBPE vocabulary (with its .langs.json ownership sidecar for ablations)")
     train: dict[str, str] = help_field("language and token-store prefix of its training data", metavar="LANG PREFIX")
@@ -85,6 +92,12 @@ class PretrainConfig:
     log_every: int = help_field("steps between metric lines", default=10)
 
     def __post_init__(self) -> None:
+        # Own copies of the tables and lists: a caller's later change to the dict it passed in
+        # cannot reach a config that was checked (frozen only guards the attributes themselves).
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, (dict, list)):
+                object.__setattr__(self, f.name, type(value)(value))
         self.validate()
 
     def validate(self) -> None:

@@ -20,24 +20,21 @@ from typing import Any, Optional
 
 import torch
 
-from xlt.data.masking import MaskingConfig, MaskTransform
+from xlt.data.masking import MaskTransform
 from xlt.data.sampling import LanguageSampler
-from xlt.data.store import StorePaths, TokenStore
 from xlt.data.streams import LanguageStream, iterate_eval
 from xlt.model.checkpoint_io import load_checkpoint, load_model_weights
-from xlt.model.config import EncoderConfig, SharingSpec
 from xlt.model.encoder import start_copies_equal
 from xlt.model.heads import MaskedLM
 from xlt.pretrain import distributed
 from xlt.pretrain.checkpoint import save_checkpoint
-from xlt.pretrain.config import ADDED_DEFAULTS, MUTABLE_KEYS, PretrainConfig
+from xlt.pretrain.config import ADDED_DEFAULTS, MUTABLE_KEYS
+from xlt.pretrain.plan import PretrainPlan, open_stores, tokenizer_config
 from xlt.pretrain.run_files import (INPUT_PATH_KEYS, changed_inputs, describe_run, remove_leftovers,
                                     sigterm_requested)
 from xlt.pretrain.schedule import inverse_sqrt_schedule
 from xlt.pretrain.snapshots import remove_snapshots, snapshot_due, write_snapshot
 from xlt.pretrain.unigram import unigram_log_probs
-from xlt.text.bpe import check_codes
-from xlt.text.tokenize import TokenizerConfig
 from xlt.text.vocab import Vocabulary
 from xlt.utils import log
 from xlt.utils.errors import Terminated, XltError
@@ -49,32 +46,22 @@ EVAL_MASK_SEED = 12345  # dev perplexity always uses the same masks, whatever th
 
 
 class Pretrainer:
-    """Builds everything a run needs from a :class:`PretrainConfig` and trains it."""
+    """Builds the model, data and optimizer of a resolved :class:`~xlt.pretrain.plan.PretrainPlan` and
+    trains it."""
 
-    def __init__(self, cfg: PretrainConfig, run_dir: str, d: Optional[distributed.Dist] = None):
-        cfg.validate()  # again: a library caller may have changed a field since it was built (the
-        # schedule and the loop rely on this one check)
-        self.cfg, self.run_dir = cfg, os.fspath(run_dir)
+    def __init__(self, plan: PretrainPlan, run_dir: str, d: Optional[distributed.Dist] = None):
+        cfg = plan.config
+        self.plan, self.cfg, self.run_dir = plan, cfg, os.fspath(run_dir)
         self.d = d or distributed.Dist()
-        self.languages = list(cfg.train)
-        self._check_languages()
+        self.languages = list(plan.languages)
         self.vocab = Vocabulary.load(cfg.vocab)
-        self.train_stores = {l: TokenStore.open(p, vocab=self.vocab) for l, p in cfg.train.items()}
-        self.dev_stores = {l: TokenStore.open(p, vocab=self.vocab) for l, p in cfg.dev.items()}
-        for stores in (self.train_stores, self.dev_stores):
-            for lang, store in stores.items():
-                if store.language != lang:  # swapped prefixes would train each language on the other's text
-                    raise XltError(f"the store holds {store.language!r} text, given as {lang!r}",
-                                   StorePaths.of(store.prefix).header)
+        if self.vocab.sha256 != plan.vocab_sha256:  # the model's tables are sized from the planned one
+            raise XltError("the vocabulary changed since the run was planned", cfg.vocab)
+        self.train_stores = open_stores(cfg.train, self.vocab)
+        self.dev_stores = open_stores(cfg.dev, self.vocab)
 
         seed_everything(cfg.seed)
-        sharing = SharingSpec.preset(cfg.sharing)
-        if cfg.separate_layers is not None:
-            sharing = SharingSpec(separate_embeddings=sharing.separate_embeddings,
-                                  separate_layers=tuple(cfg.separate_layers))
-        dropout = {} if cfg.dropout is None else {"dropout": cfg.dropout, "attention_dropout": cfg.dropout}
-        self.model_config = EncoderConfig.preset(cfg.preset, vocab_size=len(self.vocab), languages=self.languages,
-                                                 sharing=sharing, lang_embeddings=cfg.lang_embeddings, **dropout)
+        self.model_config = plan.model
         self.model = MaskedLM(self.model_config).to(self.d.device)
         if cfg.equal_copies_init:
             start_copies_equal(self.model.encoder)
@@ -91,16 +78,13 @@ class Pretrainer:
         self.autocast_dtype = self._autocast_dtype()
         self.scaler = torch.amp.GradScaler(self.d.device.type, enabled=self.autocast_dtype == torch.float16)
 
-        masking = MaskingConfig(random_within_language=cfg.random_within_language).resolved(
-            separate_embeddings=sharing.separate_embeddings, prefix_lang=self.vocab.prefix_lang)
-        self.masking = MaskTransform.from_vocabulary(masking, self.vocab, self.languages)
+        self.masking = MaskTransform.from_vocabulary(plan.masking, self.vocab, self.languages)
         self.mask_generator = torch.Generator().manual_seed(cfg.seed * 1000 + 17 + self.d.rank)
         self.streams = self._streams(cfg.stream_len, cfg.batch_size)
         # The curriculum's first phase reads its own streams, so both phases resume exactly.
         self.short_streams = self._streams(cfg.short_stream_len, cfg.short_batch_size) if cfg.short_stream_len else {}
-        counts = {l: min(len(s), cfg.max_sentences or len(s)) for l, s in self.train_stores.items()}
         # Same seed on every rank: all ranks train on the same language at each step.
-        self.sampler = LanguageSampler(counts, alpha=cfg.lang_alpha, seed=cfg.seed)
+        self.sampler = LanguageSampler(plan.sentences(), alpha=cfg.lang_alpha, seed=cfg.seed)
         self.step = 0
         self.best: dict[str, Any] = {"value": math.inf, "step": None}
         self.metrics = MetricsLog(os.path.join(self.run_dir, "metrics.jsonl"))
@@ -111,27 +95,6 @@ class Pretrainer:
         return {l: LanguageStream(s, stream_len=stream_len, batch_size=batch_size, seed=self.cfg.seed,
                                   rank=self.d.rank, world_size=self.d.world_size, max_sentences=self.cfg.max_sentences)
                 for l, s in self.train_stores.items()}
-
-    def _check_languages(self) -> None:
-        if not self.languages:
-            raise XltError("no training data given (--train LANG PREFIX)")
-        for lang in self.languages:
-            if lang not in self.cfg.dev:
-                raise XltError(f"language {lang!r} has no dev set (--dev {lang} PREFIX)")
-        for option, table in (("--dev", self.cfg.dev), ("--codes", self.cfg.codes)):
-            for lang in table:
-                if lang not in self.languages:
-                    raise XltError(f"{option} {lang}: not a training language ({', '.join(self.languages)})")
-        for lang in self.languages:
-            self._tokenizer_config(lang)  # a language no tokenizer knows could not be fed new text later
-        for path in self.cfg.codes.values():
-            check_codes(path)  # a bad codes file would be copied into the run and fail every later stage
-        if self.cfg.select_on != "mean" and self.cfg.select_on not in self.languages:
-            raise XltError(f"--select-on {self.cfg.select_on!r} is not a training language "
-                           f"({', '.join(self.languages)}) nor 'mean'")
-
-    def _tokenizer_config(self, lang: str) -> TokenizerConfig:
-        return TokenizerConfig(lang, self.cfg.lowercase, self.cfg.remove_accents)
 
     def _wrap_ddp(self, model: torch.nn.Module) -> torch.nn.Module:
         if not self.d.enabled:
@@ -211,7 +174,7 @@ class Pretrainer:
     # ---- the loop ---------------------------------------------------------------------------
     def prepare_run_dir(self) -> bool:
         """Create or check the run directory; return True when resuming from a checkpoint."""
-        resolved = {**self.cfg.to_dict(), "model": self.model_config.to_dict()}
+        resolved = self.plan.to_dict()
         resuming = False
         if self.d.is_main:
             make_directory(self._path(""))
@@ -237,7 +200,7 @@ class Pretrainer:
 
     def _describe(self, resolved: dict[str, Any]) -> None:
         describe_run(self.run_dir, resolved, self.cfg.vocab, self.vocab.sha256, self.cfg.codes,
-                     {lang: self._tokenizer_config(lang) for lang in self.languages},
+                     {lang: tokenizer_config(self.cfg, lang) for lang in self.languages},
                      {"train": self.train_stores, "dev": self.dev_stores})
 
     def train(self) -> dict[str, Any]:
@@ -384,10 +347,11 @@ class Pretrainer:
                 "config": self.cfg.to_dict(), "vocab_sha256": self.vocab.sha256, "best": dict(self.best)}
 
 
-def pretrain(cfg: PretrainConfig, run_dir: str) -> dict[str, Any]:
-    """Library entry point of ``xlt pretrain``: set up torchrun if present, train, tear down."""
+def pretrain(plan: PretrainPlan, run_dir: str) -> dict[str, Any]:
+    """Library entry point of ``xlt pretrain`` (after :func:`xlt.pretrain.plan.resolve`): set up
+    torchrun if present, train, tear down."""
     d = distributed.setup()
     try:
-        return Pretrainer(cfg, run_dir, d).train()
+        return Pretrainer(plan, run_dir, d).train()
     finally:
         distributed.teardown(d)

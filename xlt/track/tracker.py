@@ -112,6 +112,7 @@ class RunTracker:
 
             from xlt.pretrain.config import PretrainConfig
             from xlt.pretrain.distributed import Dist
+            from xlt.pretrain.plan import resolve
             from xlt.pretrain.trainer import Pretrainer
             from xlt.utils.textio import read_json
             from xlt.utils.typed import conform
@@ -123,7 +124,7 @@ class RunTracker:
             # The run's own copy of the vocabulary; codes only segment new text, which dev stores are not.
             values.update(vocab=os.path.join(self.run, "vocab"), codes={})
             try:
-                self._pretrainer = Pretrainer(PretrainConfig(**values), self.run, Dist(device=self.device))
+                self._pretrainer = Pretrainer(resolve(PretrainConfig(**values)), self.run, Dist(device=self.device))
             except XltError as e:
                 # Store paths are as pretraining was given them (relative to where it ran), and stores
                 # may be deleted to save disk: the other measures go on.
