@@ -61,6 +61,18 @@ def assert_one_line_error(res: Result, *fragments: str) -> None:
         assert fragment in lines[0], (fragment, lines[0])
 
 
+@pytest.fixture(autouse=True)
+def loud_log():
+    """Every test starts with log lines on: an in-process ``xlt -q ...`` (run_in_process) sets the
+    log module's quiet flag for the whole process, which silenced later tests' expected lines on the
+    same worker."""
+    from xlt.utils import log
+
+    log.set_quiet(False)
+    yield
+    log.set_quiet(False)
+
+
 @pytest.fixture(scope="module")
 def one_torch_thread():
     """One torch thread for a test module (``pytestmark = pytest.mark.usefixtures("one_torch_thread")``),
