@@ -12,7 +12,8 @@ from xlt.track.config import MEASURES, TrackConfig
 
 @click.command()
 @click.option("--run", "runs", required=True, multiple=True, metavar="DIR",
-              help="Pretraining run directory whose snapshots (checkpoints/step-N.pt) are tracked (repeatable).")
+              help="Pretraining run directory whose snapshots (checkpoints/step-N.pt) are tracked, or a "
+                   "transformers Trainer's output (its checkpoint-N/ folders: step-N) (repeatable).")
 @click.option("--label", "labels", multiple=True, metavar="TEXT",
               help="Display name of each --run, in the same order (default: the run directory's last two parts).")
 @click.option("-o", "--output", required=True, type=OutputPath("directory"), metavar="DIR",
@@ -29,6 +30,9 @@ def track(**values) -> None:
     zero-shot NER; one record per (snapshot, measure, language, layer) is appended to
     TRACKDIR/records.jsonl, with the random encoder's value as each one's bound.
 
+    A transformers Trainer's output is a series too: each checkpoint-N/ folder is snapshot step-N
+    (no dev perplexity; give --target-lang when its config names no languages).
+
     Idempotent and safe to overlap: a second call computes only what is new (snapshots written since,
     measures asked for since), and two calls never evaluate the same snapshot at once (the second
     skips it). Run it from cron while pretraining writes snapshots (docs/cron.md); read the curves
@@ -41,6 +45,8 @@ def track(**values) -> None:
           --parallel xnli.dev.en xnli.dev.fr --dictionary muse/en-fr.5000-6500.txt \\
           --tatoeba tatoeba/fra-eng.eng tatoeba/fra-eng.fra --ner-data-dir work/demo/tasks -o dynamics/track
       xlt report dynamics --records dynamics/track/records.jsonl -o dynamics/report
+      xlt track --run trainer-out --source-lang en --target-lang fr \\
+          --parallel xnli.dev.en xnli.dev.fr -o dynamics/track
     """
     from xlt.track.tracker import track as run
     from xlt.utils import log

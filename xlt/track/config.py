@@ -26,8 +26,8 @@ RANDOM_SEED = 0     # the same seed as xlt finetune --checkpoint untrained: one 
 class TrackConfig:
     """What ``xlt track`` evaluates, on which data, and where the records go."""
 
-    runs: list[str] = help_field("pretraining run directory whose snapshots (checkpoints/step-N.pt) are tracked",
-                                 metavar="DIR")
+    runs: list[str] = help_field("pretraining run directory whose snapshots (checkpoints/step-N.pt) are tracked, "
+                                 "or a transformers Trainer's output (its checkpoint-N/ folders)", metavar="DIR")
     output: str = help_field("tracking directory: records.jsonl (appended), locks/, cache/, ner/", metavar="TRACKDIR")
     labels: list[str] = help_field("display name of each --run, in the same order (default: the run directory's "
                                    "last two parts, e.g. default/en-fr)", default_factory=list, metavar="TEXT")
@@ -35,6 +35,9 @@ class TrackConfig:
                                      + ", ".join(MEASURES), default_factory=list, metavar="NAME")
     source_lang: str = help_field("the language the others are compared with (retrieval queries, NER training)",
                                   default="en", metavar="LANG")
+    target_lang: Optional[str] = help_field(
+        "the other language: required for a transformers Trainer's output whose config names no languages "
+        "(an xlt run's is its second language)", default=None, metavar="LANG")
     parallel: Optional[tuple[str, str]] = help_field(
         "line-parallel sentences of the source and the other language (a .tsv: its first column): CKA, the "
         "language-identity signal and the corpus of contextual words", default=None, metavar="SRC_FILE TGT_FILE")
@@ -61,6 +64,8 @@ class TrackConfig:
     ner_lr: float = help_field("NER fine-tuning learning rate (encoder and head; the demo scale's 3e-3 suits "
                                "64-wide models)", default=3e-3)
     ner_batch_size: int = help_field("NER fine-tuning batch size", default=32)
+    ner_max_len: Optional[int] = help_field("NER fine-tuning: subword positions per sentence (default: xlt "
+                                            "finetune's, 128; at most the model's positions)", default=None)
     batch_size: int = help_field("sentences per forward pass", default=32)
     device: str = "auto"  # help: the CLI's DEVICE_HELP
 
@@ -82,6 +87,8 @@ class TrackConfig:
                      "batch_size"):
             if getattr(self, name) < 1:
                 raise XltError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
+        if self.ner_max_len is not None and self.ner_max_len < 3:
+            raise XltError(f"--ner-max-len must be at least 3, got {self.ner_max_len}")
         if not self.ner_lr > 0:
             raise XltError(f"--ner-lr must be positive, got {self.ner_lr}")
         for run in self.runs:
@@ -108,12 +115,22 @@ class TrackConfig:
                 "ner_f1": self.ner_data_dir is not None}[measure]
 
 
+def is_trainer_series(run: str) -> bool:
+    """A transformers Trainer's output (``checkpoint-N/`` folders holding a model), not an xlt run."""
+    from xlt.model.spec import trainer_snapshots
+
+    return not os.path.exists(os.path.join(run, "text.json")) and bool(trainer_snapshots(run))
+
+
 def check_run_directory(run: str) -> None:
-    """A pretraining run directory, or one error line naming it."""
+    """A pretraining run directory or a Trainer's output, or one error line naming it."""
     if not os.path.exists(run):
         raise XltError("no such run directory", run)
     if not os.path.isdir(run):
         raise XltError("not a directory, expected a pretraining run directory", run)
+    if is_trainer_series(run):
+        return
     for needed in ("config.json", "vocab", "text.json"):
         if not os.path.exists(os.path.join(run, needed)):
-            raise XltError(f"not a pretraining run directory (no {needed})", run)
+            raise XltError(f"not a pretraining run directory (no {needed}) nor a transformers Trainer's output "
+                           "(no checkpoint-N/ folder with a model)", run)

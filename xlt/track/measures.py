@@ -18,6 +18,10 @@
 * ner_f1 -- :func:`xlt.finetune.runner.finetune` on the source language's NER data from this
   snapshot (the random encoder: ``--checkpoint untrained``), test F1 of the source and the target.
 
+A transformers Trainer's output (``checkpoint-N/`` folders) is read through
+:func:`xlt.loader.text_model.load_text_model` and fine-tuned with ``--checkpoint step-N``; it has no
+dev_ppl (no xlt dev stores).
+
 Each returns rows ``(lang, layer, value, own_bound)``; ``own_bound`` is dev_ppl's unigram, else None.
 Shapes: L + 1 layers (0 = embeddings), N sentences, D = d_model.
 """
@@ -163,14 +167,22 @@ def ner_f1(t: RunTracker, s: SnapshotEval) -> list[Row]:
 
     cfg = t.cfg
     checkpoint = "untrained" if s.name == RANDOM else s.name
-    if checkpoint == "untrained" and not os.path.exists(os.path.join(t.run, "checkpoints", "best.pt")):
+    model = t.run
+    if checkpoint == "untrained" and t.series:
+        # A Trainer's output has no model of its own: its first checkpoint-N folder's config (whole, unlike
+        # a newest one the Trainer may still be writing), re-initialised; the random encoder's too.
+        from xlt.model.spec import hf_model_dir
+        from xlt.track.snapshots import list_snapshots
+
+        model = hf_model_dir(t.run, list_snapshots(t.run)[0][1])
+    elif checkpoint == "untrained" and not os.path.exists(os.path.join(t.run, "checkpoints", "best.pt")):
         # xlt finetune builds its untrained encoder from best.pt's architecture, written at the first evaluation.
         raise Deferred("the untrained control needs checkpoints/best.pt, not written yet")
     output = os.path.join(t.track_dir, "ner", run_slug(t.run), s.name)
     outcome = finetune(FinetuneConfig(
-        task="ner", model=t.run, output=output, checkpoint=checkpoint, source=t.source, targets=[t.target],
+        task="ner", model=model, output=output, checkpoint=checkpoint, source=t.source, targets=[t.target],
         data_dir=t.ner_dir, batch_size=[cfg.ner_batch_size], encoder_lr=[cfg.ner_lr], seeds=[12],
-        epochs=cfg.ner_epochs, device=str(t.device), keep_weights=False, predictions=False))
+        epochs=cfg.ner_epochs, max_len=cfg.ner_max_len, device=str(t.device), keep_weights=False, predictions=False))
     if outcome.exit_code != EXIT_OK:
         raise XltError(f"NER fine-tuning from {s.name} did not finish (exit {outcome.exit_code}); see its "
                        "runs/*/error.txt", output)

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Optional
 
-from xlt.track.config import MEASURES, NEEDS, RANDOM, RANDOM_SEED, TrackConfig
+from xlt.track.config import MEASURES, NEEDS, RANDOM, RANDOM_SEED, TrackConfig, is_trainer_series
 from xlt.track.data import TrackData, load_data, prepare_ner
 from xlt.track.measures import HIGHER_IS_BETTER, MEASURE_FUNCTIONS, Deferred, SnapshotEval
 from xlt.track.records import RECORDS, Record, RecordIndex, append_records
@@ -65,24 +65,42 @@ class RunTracker:
         self.corpora: Optional[tuple[str, str]] = None
         self.ner_dir: Optional[str] = None
         self.memo: Optional[TextMemo] = None
+        self.prepared = False
         self._pretrainer = None
+        # A Trainer's checkpoint-N folders are read through the model-kind registry; they come with no
+        # xlt dev stores, and each folder carries its own tokenizer (no one text pipeline to memoise).
+        self.series = is_trainer_series(self.run)
+        if self.series and "dev_ppl" in self.measures:
+            log.info(f"{self.label} dev_ppl: skipped (a transformers Trainer's output has no xlt pretraining "
+                     "config.json and dev stores to measure perplexity on)")
+            self.measures = [m for m in self.measures if m != "dev_ppl"]
 
     # ---- set-up, once a snapshot needs work ------------------------------------------------------
     def _languages(self, languages: list[str]) -> None:
+        if not languages:   # a transformers model that takes any language: the options name them
+            if self.cfg.target_lang is None:
+                raise XltError("this transformers model's config names no languages: give --target-lang "
+                               "(and --source-lang)", self.run)
+            languages = [self.source, self.cfg.target_lang]
+        if self.cfg.target_lang is not None and self.cfg.target_lang not in languages:
+            raise XltError(f"--target-lang {self.cfg.target_lang!r} is not one of the run's languages "
+                           f"({', '.join(languages)})", self.run)
         if self.source not in languages:
             raise XltError(f"--source-lang {self.source!r} is not one of the run's languages "
                            f"({', '.join(languages)})", self.run)
-        others = [lang for lang in languages if lang != self.source]
+        others = [lang for lang in languages if lang != self.source
+                  and self.cfg.target_lang in (None, lang)]
         if len(others) != 1:
             raise XltError(f"xlt track measures bilingual runs; this one has {', '.join(languages)}", self.run)
         self.target = others[0]
 
     def _prepare(self, languages: list[str]) -> None:
         """Languages, text memo, contextual corpora and NER files: once per run and invocation."""
-        if self.memo is not None:
+        if self.prepared:
             return
         self._languages(languages)
-        self.memo = TextMemo(os.path.join(self.track_dir, "cache"), self.run)
+        if not self.series:
+            self.memo = TextMemo(os.path.join(self.track_dir, "cache"), self.run)
         if {"word_p1", "word_mrr"} & set(self.measures):
             if self.cfg.word_corpus is not None:
                 self.corpora = self.cfg.word_corpus
@@ -93,6 +111,7 @@ class RunTracker:
             self.ner_dir = prepare_ner(self.cfg.ner_data_dir, os.path.join(self.track_dir, "data"),
                                        [self.source, self.target], self.source, self.cfg.ner_train_sentences,
                                        self.cfg.max_sentences)
+        self.prepared = True
 
     def _corpus_file(self, lang: str, lines: list[str]) -> str:
         """The parallel side as a plain file (what contextual_space reads), named by its content."""
@@ -155,7 +174,8 @@ class RunTracker:
         with snapshot_lock(self.track_dir, self.run, RANDOM, wait=True):
             self.records.refresh()
             if self.missing(RANDOM):
-                self.evaluate(RANDOM, None, snapshots[-1][1])
+                # A Trainer's newest folder may still be being written; its first is whole.
+                self.evaluate(RANDOM, None, snapshots[0 if self.series else -1][1])
         todo = [(step, name) for step, name in snapshots if self.computable(name)]
         for measure in self.measures:
             waiting = [name for _, name in snapshots if measure in set(self.missing(name)) - set(self.computable(name))]
@@ -178,6 +198,19 @@ class RunTracker:
             self.memo.save()
 
     def _load(self, snapshot: str, checkpoint: str):
+        if self.series:
+            from xlt.loader.text_model import load_text_model
+            from xlt.model.hf_finetune import config_languages
+
+            self._prepare(config_languages(self.run, checkpoint))
+            try:
+                model = load_text_model(self.run, checkpoint, self.device)
+            except XltError as e:
+                # The Trainer writes config.json before the weights: a folder it is still saving is
+                # listed but not whole yet. The next call tries it again.
+                raise Deferred(f"its checkpoint folder cannot be loaded yet: {e}") from None
+            # The bound: the series' config freshly initialised, as xlt finetune --checkpoint untrained.
+            return model.random_like(RANDOM_SEED) if snapshot == RANDOM else model
         from xlt.model.xlt_run import PretrainedRun
 
         run = PretrainedRun.load(self.run, checkpoint, self.device)
@@ -190,7 +223,12 @@ class RunTracker:
         """Compute and append the measures ``snapshot`` lacks (the random encoder: built on
         ``checkpoint``'s architecture)."""
         where = snapshot_label(step, snapshot)
-        evaluation = SnapshotEval(self, snapshot, self._load(snapshot, checkpoint))
+        try:
+            evaluation = SnapshotEval(self, snapshot, self._load(snapshot, checkpoint))
+        except Deferred as e:
+            log.info(f"{self.label} {where}: later ({e})")
+            self.summary.deferred += [(self.run, snapshot, m) for m in self.computable(snapshot)]
+            return
         written = 0
         for measure in self.computable(snapshot):
             start = time.perf_counter()
@@ -219,7 +257,8 @@ class RunTracker:
         self.summary.records += written
         if written:
             self.summary.evaluated.append((self.run, snapshot))
-        self.memo.save()
+        if self.memo is not None:
+            self.memo.save()
 
 
 def _describe(rows) -> str:
