@@ -98,13 +98,13 @@ def usable_tasks(margins: dict[str, float], reference: str, needs_all: bool = Fa
     only (all of them with ``needs_all``); Inconclusive when none (or not all) are usable. ``missing``:
     tasks without the scores for a margin (not run), left out with a note."""
     weak = [f"{task} {m:+.1f}" for task, m in margins.items() if m < MIN_MARGIN]
-    skipped = [f"left out: Default within {MIN_MARGIN:g} points of {reference} on {', '.join(weak)}"] if weak else []
+    skipped = [f"left out: Default less than {MIN_MARGIN:g} points above {reference} on {', '.join(weak)}"] if weak else []
     skipped += [f"left out: no {', '.join(missing)} results"] if missing else []
     usable = {task: m for task, m in margins.items() if m >= MIN_MARGIN}
     if needs_all and missing:
         raise Inconclusive(f"no {', '.join(missing)} results")
     if not usable or (needs_all and weak):
-        raise Inconclusive(f"Default is within {MIN_MARGIN:g} points of {reference} ({', '.join(weak)}), so "
+        raise Inconclusive(f"Default is less than {MIN_MARGIN:g} points above {reference} ({', '.join(weak)}), so "
                            "differences between rows are noise" + (f" ({skipped[-1]})" if missing else ""))
     return Usable(usable, skipped)
 
