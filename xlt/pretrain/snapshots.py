@@ -8,12 +8,11 @@ to resume from: no optimizer, scheduler or generator states.
 
 from __future__ import annotations
 
-import glob
 import os
 from typing import Any, Iterable
 
 from xlt.pretrain.checkpoint import save_checkpoint
-from xlt.utils.checkpoint_names import snapshot_name, snapshot_step
+from xlt.utils.checkpoint_names import snapshot_files, snapshot_name
 
 
 def snapshot_due(step: int, every: int, at: Iterable[int]) -> bool:
@@ -41,9 +40,7 @@ def write_snapshot(checkpoints_dir: str, step: int, weights: dict[str, Any]) -> 
 def remove_snapshots(checkpoints_dir: str) -> list[str]:
     """Delete the snapshots of an earlier attempt that a run starting over does not continue (it may
     have had other settings: its weights are not this run's); returns the paths removed."""
-    removed = []
-    for path in sorted(glob.glob(os.path.join(glob.escape(checkpoints_dir), "step-*.pt"))):
-        if snapshot_step(os.path.basename(path)[:-len(".pt")]) is not None:
-            os.unlink(path)
-            removed.append(path)
+    removed = [path for _, path in snapshot_files(checkpoints_dir)]
+    for path in removed:
+        os.unlink(path)
     return removed

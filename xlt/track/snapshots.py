@@ -9,7 +9,7 @@ import os
 import re
 from typing import Iterator, Optional
 
-from xlt.utils.checkpoint_names import snapshot_name, snapshot_step
+from xlt.utils.checkpoint_names import snapshot_files, snapshot_name
 from xlt.utils.textio import make_directory
 
 
@@ -17,8 +17,8 @@ def list_snapshots(run: str) -> list[tuple[int, str]]:
     """(step, name) of every ``checkpoints/step-N.pt``, by step; of a transformers Trainer's output,
     every ``checkpoint-N/`` folder holding a model, named ``step-N`` (what ``--checkpoint`` takes).
 
-    Only whole files carry that name: a snapshot is written under a temporary name and renamed
-    (``step-N.pt.XXXX.tmp`` is not matched), so one listed here is never read half-written.
+    Only whole files carry that name (:func:`~xlt.utils.checkpoint_names.snapshot_files`), so one
+    listed here is never read half-written.
     """
     from xlt.track.config import is_trainer_series
 
@@ -26,13 +26,7 @@ def list_snapshots(run: str) -> list[tuple[int, str]]:
         from xlt.model.spec import trainer_snapshots
 
         return [(step, snapshot_name(step)) for step in trainer_snapshots(run)]
-    directory = os.path.join(run, "checkpoints")
-    found = []
-    for name in os.listdir(directory) if os.path.isdir(directory) else ():
-        step = snapshot_step(name[:-len(".pt")]) if name.endswith(".pt") else None
-        if step is not None:
-            found.append((step, name[:-len(".pt")]))
-    return sorted(found)
+    return [(step, snapshot_name(step)) for step, _ in snapshot_files(os.path.join(run, "checkpoints"))]
 
 
 def run_slug(run: str) -> str:

@@ -8,6 +8,7 @@ be evaluated after the fact. For a transformers Trainer's output, ``step-N`` is 
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Optional
 
@@ -34,3 +35,14 @@ def check_checkpoint_name(name: str, also: tuple[str, ...] = ()) -> str:
         return name
     choices = ", ".join((*KEPT, *also, "step-N"))
     raise XltError(f"--checkpoint must be one of {choices} (N a step), got {name!r}")
+
+
+def snapshot_files(checkpoints_dir: str) -> list[tuple[int, str]]:
+    """(step, path) of every ``step-N.pt`` in a run's ``checkpoints/``, by step. Only whole files bear
+    that name: a snapshot is written under a temporary name and renamed, so none listed is half-written."""
+    found = []
+    for name in os.listdir(checkpoints_dir) if os.path.isdir(checkpoints_dir) else ():
+        step = snapshot_step(name[:-len(".pt")]) if name.endswith(".pt") else None
+        if step is not None:
+            found.append((step, os.path.join(checkpoints_dir, name)))
+    return sorted(found)
