@@ -156,3 +156,11 @@ def test_a_separated_row_that_did_not_learn_english_is_left_out_by_name():
     assert collapse.verdict == INCONCLUSIVE and "sep-emb+l1-6 ner fake (English 45.0 vs 45.0)" in collapse.detail
     more = found["Fake-English: More separation hurts more"]
     assert more.verdict == HOLDS and "left out, English not learned: sep-emb+l1-6 xnli fake" in more.detail
+
+
+def test_separation_read_over_fewer_rows_names_the_rows_without_scores():
+    values, english = values_of(loss={"sep-emb+l1-6": 20.0})
+    separated = by_claim(table1_fake.findings(values, english))["Fake-English: Separated embeddings or layers hurt"]
+    # "every Sep row" holds over the one row measured, and says which rows it did not read
+    assert separated.verdict == HOLDS
+    assert "left out: no ner score for sep-emb, sep-emb+l1-3, sep-l1-3, sep-l1-6" in separated.detail

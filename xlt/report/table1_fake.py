@@ -98,6 +98,9 @@ def separation_hurts(values: Values, noise: Optional[Noise] = None) -> Verdict:
         if not below:
             usable.skipped.append(f"left out: no separated row has a {task} score")
             continue
+        if unmeasured := [row for row in SEPARATED if row not in below]:
+            # "every Sep row" then reads over fewer rows: say which
+            usable.skipped.append(f"left out: no {task} score for {', '.join(unmeasured)}")
         # the claim is row < Default: judged on Default - row > 0
         parts += [(f"{task} {row}", judge(replace(e, value=-e.value))) for row, e in below.items()]
         texts.append(f"{task}: " + ", ".join(e.after(f"{row} {e.value:+.1f}") for row, e in below.items()))
