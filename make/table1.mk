@@ -103,23 +103,31 @@ PARSE_SEEDS ?= $(FT_SEEDS)
 SEEDS_xnli   = $(XNLI_SEEDS)
 SEEDS_ner    = $(NER_SEEDS)
 SEEDS_parse  = $(PARSE_SEEDS)
+# A pair's own fine-tuning arguments where a scale sets them (XNLI_ARGS_fake), else the scale's; the
+# rules' stem names the pair (<row>/en-<L>, or <L> for the control).
+ARGS_xnli   = $(call pair_setting,XNLI_ARGS)
+ARGS_ner    = $(call pair_setting,NER_ARGS)
+ARGS_parse  = $(call pair_setting,PARSE_ARGS)
 # A cell's prerequisite: seeds added later (a finished run, then NER_SEEDS=...) re-run `xlt finetune`,
 # which trains the new seeds only (finished runs are skipped without loading a model).
 seeds_of = $(call setting,seeds-$(1),$(SEEDS_$(1)))
+# and arguments changed later (a new run name for each changed setting; the runs already done are kept)
+args_of = $(call setting,args-$(1)-$(call target_of,$*),$(ARGS_$(1)))
 # written by `setting` as make expands the cells' prerequisites; a rule, so that a pattern rule may
 # name the file before it is written (a fresh work directory)
 $(W)/settings/seeds-%: ;
+$(W)/settings/args-%: ;
 # $(call finetune,TASK,FILES,ARGS): source train, source dev, one target (dev, test).
 define finetune
 $(XLT) finetune $(1) --model $(W)/models/$* -o $(@D) --data-dir $(T) --seeds $(SEEDS_$(1)) \
   --train en $(word 1,$(2)) --dev en $(word 2,$(2)) --eval $(call target_of,$*) $(wordlist 4,5,$(2)) $(3)
 endef
-$(W)/table1/%/xnli/results.json: $(W)/models/%/finished $$(call xnli_files,$$(call target_of,$$*)) $$(call seeds_of,xnli)
-	$(call finetune,xnli,$(call xnli_files,$(call target_of,$*)),$(XNLI_ARGS))
-$(W)/table1/%/ner/results.json: $(W)/models/%/finished $$(call ner_files,$$(call target_of,$$*)) $$(call seeds_of,ner)
-	$(call finetune,ner,$(call ner_files,$(call target_of,$*)),$(NER_ARGS))
-$(W)/table1/%/parse/results.json: $(W)/models/%/finished $$(call parse_files,$$(call target_of,$$*)) $$(call seeds_of,parse)
-	$(call finetune,parse,$(call parse_files,$(call target_of,$*)),$(PARSE_ARGS))
+$(W)/table1/%/xnli/results.json: $(W)/models/%/finished $$(call xnli_files,$$(call target_of,$$*)) $$(call seeds_of,xnli) $$(call args_of,xnli)
+	$(call finetune,xnli,$(call xnli_files,$(call target_of,$*)),$(ARGS_xnli))
+$(W)/table1/%/ner/results.json: $(W)/models/%/finished $$(call ner_files,$$(call target_of,$$*)) $$(call seeds_of,ner) $$(call args_of,ner)
+	$(call finetune,ner,$(call ner_files,$(call target_of,$*)),$(ARGS_ner))
+$(W)/table1/%/parse/results.json: $(W)/models/%/finished $$(call parse_files,$$(call target_of,$$*)) $$(call seeds_of,parse) $$(call args_of,parse)
+	$(call finetune,parse,$(call parse_files,$(call target_of,$*)),$(ARGS_parse))
 
 # The control row: the Default model's run directory with --checkpoint untrained (what fine-tuning
 # alone reaches; pretraining is worth the difference). Its stem is the target language.
@@ -127,12 +135,12 @@ define finetune_control
 $(XLT) finetune $(1) --model $(W)/models/default/en-$* --checkpoint untrained -o $(@D) --data-dir $(T) \
   --seeds $(SEEDS_$(1)) --train en $(word 1,$(2)) --dev en $(word 2,$(2)) --eval $* $(wordlist 4,5,$(2)) $(3)
 endef
-$(W)/table1/control/en-%/xnli/results.json: $(W)/models/default/en-%/finished $$(call xnli_files,$$*) $$(call seeds_of,xnli)
-	$(call finetune_control,xnli,$(call xnli_files,$*),$(XNLI_ARGS))
-$(W)/table1/control/en-%/ner/results.json: $(W)/models/default/en-%/finished $$(call ner_files,$$*) $$(call seeds_of,ner)
-	$(call finetune_control,ner,$(call ner_files,$*),$(NER_ARGS))
-$(W)/table1/control/en-%/parse/results.json: $(W)/models/default/en-%/finished $$(call parse_files,$$*) $$(call seeds_of,parse)
-	$(call finetune_control,parse,$(call parse_files,$*),$(PARSE_ARGS))
+$(W)/table1/control/en-%/xnli/results.json: $(W)/models/default/en-%/finished $$(call xnli_files,$$*) $$(call seeds_of,xnli) $$(call args_of,xnli)
+	$(call finetune_control,xnli,$(call xnli_files,$*),$(ARGS_xnli))
+$(W)/table1/control/en-%/ner/results.json: $(W)/models/default/en-%/finished $$(call ner_files,$$*) $$(call seeds_of,ner) $$(call args_of,ner)
+	$(call finetune_control,ner,$(call ner_files,$*),$(ARGS_ner))
+$(W)/table1/control/en-%/parse/results.json: $(W)/models/default/en-%/finished $$(call parse_files,$$*) $$(call seeds_of,parse) $$(call args_of,parse)
+	$(call finetune_control,parse,$(call parse_files,$*),$(ARGS_parse))
 
 # Trivial baselines from the task files alone, scored on the English and the target test sets.
 # $(call baselines,TASK,FILES): FILES as for finetune (train, dev, en test, target dev, target test).
