@@ -164,3 +164,13 @@ def test_separation_read_over_fewer_rows_names_the_rows_without_scores():
     # "every Sep row" holds over the one row measured, and says which rows it did not read
     assert separated.verdict == HOLDS
     assert "left out: no ner score for sep-emb, sep-emb+l1-3, sep-l1-3, sep-l1-6" in separated.detail
+
+
+def test_a_task_default_did_not_learn_in_english_is_named_as_left_out():
+    values, english = values_of()
+    english.values["default"]["xnli"]["fake"] = 34.0     # English XNLI within a point of chance's 35 baseline
+    transfers = by_claim(table1_fake.findings(values, english))["Fake-English: Pretraining transfers"]
+    # "on every task" cannot hold without XNLI: the detail says it was left out, and why
+    assert transfers.verdict == INCONCLUSIVE
+    assert "xnli: a Default, No pretraining or baseline score missing or left out" in transfers.detail
+    assert "left out, English not learned: default xnli fake" in transfers.detail

@@ -67,7 +67,7 @@ def pretraining_transfers(english: Values) -> Callable[..., Verdict]:
         for task, _ in TASKS:
             default, control, floor = (score(values, row, task) for row in ("default", CONTROL, BASELINES))
             if None in (default, control, floor):
-                texts.append(f"{task}: no Default, No pretraining or baseline score")
+                texts.append(f"{task}: a Default, No pretraining or baseline score missing or left out")
                 missing = True
                 continue
             margin = default - max(control, floor)
