@@ -113,6 +113,8 @@ ARGS_parse  = $(call pair_setting,PARSE_ARGS)
 seeds_of = $(call setting,seeds-$(1),$(SEEDS_$(1)))
 # and arguments changed later (a new run name for each changed setting; the runs already done are kept)
 args_of = $(call setting,args-$(1)-$(call target_of,$*),$(ARGS_$(1)))
+# both, as one prerequisite list of a TASK cell
+cell_settings = $(call seeds_of,$(1)) $(call args_of,$(1))
 # written by `setting` as make expands the cells' prerequisites; a rule, so that a pattern rule may
 # name the file before it is written (a fresh work directory)
 $(W)/settings/seeds-%: ;
@@ -122,11 +124,11 @@ define finetune
 $(XLT) finetune $(1) --model $(W)/models/$* -o $(@D) --data-dir $(T) --seeds $(SEEDS_$(1)) \
   --train en $(word 1,$(2)) --dev en $(word 2,$(2)) --eval $(call target_of,$*) $(wordlist 4,5,$(2)) $(3)
 endef
-$(W)/table1/%/xnli/results.json: $(W)/models/%/finished $$(call xnli_files,$$(call target_of,$$*)) $$(call seeds_of,xnli) $$(call args_of,xnli)
+$(W)/table1/%/xnli/results.json: $(W)/models/%/finished $$(call xnli_files,$$(call target_of,$$*)) $$(call cell_settings,xnli)
 	$(call finetune,xnli,$(call xnli_files,$(call target_of,$*)),$(ARGS_xnli))
-$(W)/table1/%/ner/results.json: $(W)/models/%/finished $$(call ner_files,$$(call target_of,$$*)) $$(call seeds_of,ner) $$(call args_of,ner)
+$(W)/table1/%/ner/results.json: $(W)/models/%/finished $$(call ner_files,$$(call target_of,$$*)) $$(call cell_settings,ner)
 	$(call finetune,ner,$(call ner_files,$(call target_of,$*)),$(ARGS_ner))
-$(W)/table1/%/parse/results.json: $(W)/models/%/finished $$(call parse_files,$$(call target_of,$$*)) $$(call seeds_of,parse) $$(call args_of,parse)
+$(W)/table1/%/parse/results.json: $(W)/models/%/finished $$(call parse_files,$$(call target_of,$$*)) $$(call cell_settings,parse)
 	$(call finetune,parse,$(call parse_files,$(call target_of,$*)),$(ARGS_parse))
 
 # The control row: the Default model's run directory with --checkpoint untrained (what fine-tuning
@@ -135,11 +137,11 @@ define finetune_control
 $(XLT) finetune $(1) --model $(W)/models/default/en-$* --checkpoint untrained -o $(@D) --data-dir $(T) \
   --seeds $(SEEDS_$(1)) --train en $(word 1,$(2)) --dev en $(word 2,$(2)) --eval $* $(wordlist 4,5,$(2)) $(3)
 endef
-$(W)/table1/control/en-%/xnli/results.json: $(W)/models/default/en-%/finished $$(call xnli_files,$$*) $$(call seeds_of,xnli) $$(call args_of,xnli)
+$(W)/table1/control/en-%/xnli/results.json: $(W)/models/default/en-%/finished $$(call xnli_files,$$*) $$(call cell_settings,xnli)
 	$(call finetune_control,xnli,$(call xnli_files,$*),$(ARGS_xnli))
-$(W)/table1/control/en-%/ner/results.json: $(W)/models/default/en-%/finished $$(call ner_files,$$*) $$(call seeds_of,ner) $$(call args_of,ner)
+$(W)/table1/control/en-%/ner/results.json: $(W)/models/default/en-%/finished $$(call ner_files,$$*) $$(call cell_settings,ner)
 	$(call finetune_control,ner,$(call ner_files,$*),$(ARGS_ner))
-$(W)/table1/control/en-%/parse/results.json: $(W)/models/default/en-%/finished $$(call parse_files,$$*) $$(call seeds_of,parse) $$(call args_of,parse)
+$(W)/table1/control/en-%/parse/results.json: $(W)/models/default/en-%/finished $$(call parse_files,$$*) $$(call cell_settings,parse)
 	$(call finetune_control,parse,$(call parse_files,$*),$(ARGS_parse))
 
 # Trivial baselines from the task files alone, scored on the English and the target test sets.
