@@ -2,6 +2,7 @@
 # tested zero-shot on XNLI, NER and parsing, then `xlt report table1`. Included by the Makefile.
 #
 #   $(W)/models/<row>/en-<L>/              pretraining run directory; `finished` once it is done
+#   $(W)/models/<row>/en-<L>-seed<k>/      the same row pretrained with seed k (PRETRAIN_SEEDS_<L>)
 #   $(W)/tasks/...                         the task data (a stride sample per scale), in the layout
 #                                          `xlt finetune --data-dir` reads
 #   $(W)/table1/<row>/en-<L>/<task>/       `xlt finetune` output: results.json, summary.md, runs/
@@ -42,15 +43,25 @@ PRETRAIN_ARGS = --preset $(PRESET) --batch-size $(BATCH) --stream-len $(STREAM_L
   --eval-batches $(EVAL_BATCHES) --precision $(PRECISION) --log-every $(LOG_EVERY) \
   $(if $(SHORT_STREAM_LEN),--short-stream-len $(SHORT_STREAM_LEN) --short-stream-steps $(call pair_setting,SHORT_STEPS)) \
   $(if $(DROPOUT),--dropout $(DROPOUT)) $(if $(EQUAL_COPIES_INIT),--equal-copies-init) $(if $(COMPILE),--compile)
-# $(call row_data,ROW/en-L) -> the pair's data directory for that row
-row_data = $(W)/data/$(word 1,$(ROW_$(patsubst %/,%,$(dir $(1)))))/$(notdir $(1))
+# Pretraining seeds per pair: the model of seed 0 is <row>/en-<L>, that of seed k > 0 <row>/en-<L>-seed<k>
+# (the same data and arguments). The report reads a row's models as draws of one architecture, and
+# decides a finding only beyond their spread (xlt/report/noise.py). A scale sets PRETRAIN_SEEDS_<L>.
+PRETRAIN_SEEDS ?= 0
+pretrain_seeds = $(or $(PRETRAIN_SEEDS_$(1)),$(PRETRAIN_SEEDS))
+# $(call pair_dir,L,SEED) -> en-<L>, or en-<L>-seed<SEED> for a later seed
+pair_dir = en-$(1)$(if $(filter-out 0,$(2)),-seed$(2))
+# $(call target_of,STEM) and $(call seed_of,STEM): L and the seed of a stem <row>/en-<L>[-seed<k>]
+target_of = $(firstword $(subst -seed, ,$(subst en-,,$(notdir $(1)))))
+seed_of = $(or $(word 2,$(subst -seed, ,$(notdir $(1)))),0)
+# $(call row_data,ROW/en-L[-seedK]) -> the pair's data directory for that row (every seed reads it)
+row_data = $(W)/data/$(word 1,$(ROW_$(patsubst %/,%,$(dir $(1)))))/en-$(call target_of,$(1))
 
-# The stem is <row>/en-<L>; the mono/<L> models of make/analysis.mk have a rule of their own.
+# The stem is <row>/en-<L>[-seed<k>]; the mono/<L> models of make/analysis.mk have a rule of their own.
 $(W)/models/%/finished: $$(call row_data,$$*)/stores.stamp
 	$(PRETRAIN) --run-dir $(@D) --vocab $(<D)/vocab \
 	  $(foreach l,en $(call target_of,$*),--codes $(l) $(<D)/codes.$(l) \
 	    --train $(l) $(<D)/$(l).train --dev $(l) $(<D)/$(l).dev) \
-	  --sharing $(word 2,$(ROW_$(patsubst %/,%,$(dir $*)))) $(PRETRAIN_ARGS)
+	  --sharing $(word 2,$(ROW_$(patsubst %/,%,$(dir $*)))) --seed $(call seed_of,$*) $(PRETRAIN_ARGS)
 	touch $@
 
 # ---- task data: every k-th example of each file (k = 1 at the gpu and paper scales) ---------------
@@ -93,8 +104,7 @@ $(T)/xnli/dev-fake.tsv $(T)/xnli/test-fake.tsv: $(T)/xnli/%-fake.tsv: $(T)/xnli/
 $(T)/ner/wikiann/fake/dev $(T)/ner/wikiann/fake/test: $(T)/ner/wikiann/fake/%: $(T)/ner/wikiann/en/% ; $(call fake_task,wikiann)
 $(call ud_file,fake,dev) $(call ud_file,fake,test): $(call ud_file,fake,%): $(call ud_file,en,%) ; $(call fake_task,conllu)
 
-# ---- fine-tuning: the stem is <row>/en-<L>; the English test set comes from --data-dir ------------
-target_of = $(subst en-,,$(notdir $(1)))
+# ---- fine-tuning: the stem is <row>/en-<L>[-seed<k>]; the English test set comes from --data-dir ----
 # Seeds per task (a scale sets them where a task is cheap enough for more than FT_SEEDS): the report
 # decides a finding only where its margin stands clear of the seeds' spread (xlt/report/noise.py).
 XNLI_SEEDS  ?= $(FT_SEEDS)
@@ -165,13 +175,18 @@ $(W)/table1/%/missing.json:
 	printf '{"reason": "%s"}\n' "$(call cell_gap,$(patsubst %/,%,$(dir $*)),$(call target_of,$*))" > $@.tmp && mv $@.tmp $@
 
 # ---- the table ----------------------------------------------------------------------------------
+# A later pretraining seed's model is fine-tuned on PRETRAIN_SEED_TASKS only (a scale leaves out a task
+# that decides nothing at its size).
+PRETRAIN_SEED_TASKS ?= $(TASKS)
 table1_cell = $(if $(call cell_gap,$(1),$(2)), \
   $(W)/table1/$(1)/en-$(2)/missing.json, \
-  $(foreach t,$(TASKS),$(W)/table1/$(1)/en-$(2)/$(t)/results.json))
+  $(foreach s,$(call pretrain_seeds,$(2)),$(foreach t,$(if $(filter-out 0,$(s)),$(PRETRAIN_SEED_TASKS),$(TASKS)), \
+    $(W)/table1/$(1)/$(call pair_dir,$(2),$(s))/$(t)/results.json)))
 TABLE1_CELLS   := $(foreach r,$(TABLE1_ROWS),$(foreach l,$(LANGS),$(call table1_cell,$(r),$(l))))
 TABLE1_RESULTS := $(TABLE1_CELLS) $(foreach l,$(LANGS),$(foreach t,$(TASKS),$(W)/table1/control/en-$(l)/$(t)/results.json \
     $(W)/table1/baselines/en-$(l)/$(t).json))
-TABLE1_MODELS  := $(patsubst $(W)/table1/%/xnli/results.json,$(W)/models/%/finished,$(filter %/xnli/results.json,$(TABLE1_CELLS)))
+TABLE1_MODELS  := $(sort $(foreach c,$(filter %/results.json,$(TABLE1_CELLS)), \
+  $(patsubst $(W)/table1/%/,$(W)/models/%/finished,$(dir $(patsubst %/,%,$(dir $(c)))))))
 
 # Several nodes (SCALE=paper NNODES=2 MASTER=host0:29500): one node prepares every token store
 # (`make prepare-table1`), then every node runs `make pretrain-table1` (the same models in the same

@@ -348,3 +348,30 @@ def test_a_pair_fine_tunes_with_its_own_arguments_and_their_change_reruns_only_i
     rerun = xlt_commands(dry_run(work, "LANGS=fr fake", "XNLI_ARGS_fake=--epochs 5", *map(str, results.values()), *old),
                          "finetune")
     assert len(rerun) == 1 and "-o " + str(results["fake"].parent) in rerun[0] and "--epochs 5" in rerun[0]
+
+
+def test_the_demo_pretrains_each_fake_english_row_twice_and_fine_tunes_the_second_seed_on_ner_and_parsing(tmp_path):
+    english = english_corpus(tmp_path / "english.txt.xz", 1_100_000)   # past the demo's fake slices
+    plan = "\n".join(dry_run(tmp_path / "w", "LANGS=fr fake", f"CORPUS_en={english}",
+                             "reproduce-table1")).replace("\\\n", " ")
+    pretrain = {re.search(r"--run-dir \S+/models/(\S+) ", line).group(1): line
+                for line in plan.splitlines() if re.search(r"xlt pretrain ", line)}
+    rows = ["default", "extra-anchors", "sep-emb", "sep-emb+l1-3", "sep-emb+l1-6", "sep-l1-3", "sep-l1-6"]
+    assert sorted(m for m in pretrain if "fake" in m) == sorted(f"{r}/en-fake{s}" for r in rows for s in ("", "-seed1"))
+    assert not any("en-fr-seed" in m for m in pretrain)   # en-fr keeps one pretraining seed
+    for row in rows:
+        first, second = pretrain[f"{row}/en-fake"], pretrain[f"{row}/en-fake-seed1"]
+        assert " --seed 0 " in first and " --seed 1 " in second
+        # the same data and arguments, only the seed and the run directory differ
+        assert first.replace(" --seed 0 ", " ").replace("/en-fake ", "/en-fake-seed1 ", 1) == \
+            second.replace(" --seed 1 ", " ")
+    tuned = [re.search(r"-o \S+/table1/(\S+)", line).group(1) for line in xlt_commands(plan.splitlines(), "finetune")]
+    assert sorted(c for c in tuned if "-seed1/" in c) == sorted(f"{r}/en-fake-seed1/{t}" for r in rows
+                                                                  for t in ("ner", "parse"))
+    assert len([c for c in tuned if "/en-fake/" in c]) == 8 * 3   # seven rows and the control, three tasks
+    # a third seed is a setting away, and fine-tunes the tasks asked for
+    plan = "\n".join(dry_run(tmp_path / "w", "LANGS=fake", f"CORPUS_en={english}", "PRETRAIN_SEEDS_fake=0 1 2",
+                             "PRETRAIN_SEED_TASKS=ner", "reproduce-table1")).replace("\\\n", " ")
+    tuned = [re.search(r"-o \S+/table1/(\S+)", line).group(1) for line in xlt_commands(plan.splitlines(), "finetune")]
+    assert sorted(c for c in tuned if "-seed" in c) == sorted(f"{r}/en-fake-seed{s}/ner" for r in rows for s in (1, 2))
+    assert any(re.search(r"--run-dir \S+/models/default/en-fake-seed2 .* --seed 2 ", line) for line in plan.splitlines())

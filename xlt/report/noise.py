@@ -22,6 +22,17 @@ step on, which perturbs the training as another seed does, so that spread is rea
 cell's noise: its sd is taken as the whole spread (6.8 zero-shot, 1.4 English). Two draws differ by
 sqrt(2) sd on average, so this is the larger reading, as one pair of draws warrants. Parsing and XNLI
 have no such measurement: give them seeds (PARSE_SEEDS, XNLI_SEEDS) to decide on them.
+
+**Pretraining seeds.** Fine-tuning seeds of one model say nothing of how far another pretraining
+seed of the same row lands (on Fake-English a second seed moved Default's zero-shot NER from 20.0 to
+7.6 F1 while its fine-tuning seeds spread by 1). Where some row of a task was pretrained with several
+seeds, a pretrained cell is the mean of its models' scores (each a model's mean over its fine-tuning
+seeds), and its variance is ``s² / k`` for its k models, where ``s²`` is the variance of one model's
+score pooled over the rows that have several (one-way ANOVA's within-group mean square), or the
+row's own variance over its models where that is larger: rows do not vary alike (one near zero F1
+cannot spread as far as Default), and one row's two seeds are a 1-degree-of-freedom guess, so the
+larger of the two is taken. A row with one model counts the pooled variance whole. ``s²`` holds the
+fine-tuning spread too, as each model's score carries it.
 """
 
 from __future__ import annotations
@@ -44,10 +55,14 @@ SE_MULTIPLE = 2.0
 
 @dataclass(frozen=True)
 class Spread:
-    """A cell's fine-tuning seeds: the sample std of their scores (None for one seed) and how many."""
+    """A cell's fine-tuning seeds: the sample std of their scores (None for one seed) and how many;
+    ``models``: the pretraining seeds the cell is the mean over, and ``pretraining_sd``: one model's
+    sd pooled over the table's rows with several (None: not measured, fine-tuning noise only)."""
 
     sd: Optional[float]
     n: int
+    models: int = 1
+    pretraining_sd: Optional[float] = None
 
 
 @dataclass
@@ -58,15 +73,18 @@ class Noise:
     spreads: dict[Cell, Spread] = field(default_factory=dict)
     single_seed_sd: dict[str, float] = field(default_factory=dict)
 
-    def variance(self, cell: Cell) -> tuple[Optional[float], bool]:
-        """(variance of the cell's mean, whether it is the one-seed floor); None: no estimate."""
+    def variance(self, cell: Cell) -> tuple[Optional[float], str]:
+        """(variance of the cell's mean, what it rests on: "" fine-tuning seeds, "floor" the one-seed
+        floor, "pretraining" pretraining seeds); None: no estimate."""
         spread = self.spreads.get(cell)
         if spread is None:
-            return 0.0, False
+            return 0.0, ""
+        if spread.pretraining_sd is not None:
+            return spread.pretraining_sd ** 2 / spread.models, "pretraining"
         if spread.n >= 2 and spread.sd is not None:
-            return spread.sd ** 2 / spread.n, False
+            return spread.sd ** 2 / spread.n, ""
         floor = self.single_seed_sd.get(cell[1])
-        return (None, False) if floor is None else (floor ** 2, True)
+        return (None, "") if floor is None else (floor ** 2, "floor")
 
 
 @dataclass(frozen=True)
@@ -79,6 +97,7 @@ class Estimate:
     blind: tuple[str, ...] = ()
     floored: bool = False
     exact: bool = False
+    pretraining: bool = False     # some cell's noise is its pretraining seeds' (pooled)
 
     def noise(self) -> str:
         """'' when exact, else the noise the value is judged against."""
@@ -86,8 +105,9 @@ class Estimate:
             return ""
         if self.se is None:
             return f"no noise estimate: one fine-tuning seed for {', '.join(self.blind)}"
-        return f"{SE_MULTIPLE:g} SE {SE_MULTIPLE * self.se:.1f}" + (", one-seed cells at the cross-CPU floor"
-                                                                  if self.floored else "")
+        return (f"{SE_MULTIPLE:g} SE {SE_MULTIPLE * self.se:.1f}"
+                + (", pretraining seeds counted" if self.pretraining else "")
+                + (", one-seed cells at the cross-CPU floor" if self.floored else ""))
 
     def beside(self, number: str) -> str:
         """``number``, then the noise after a comma (for text already in parentheses)."""
@@ -103,19 +123,28 @@ def estimate(values: Values, noise: Optional[Noise], terms: Terms, constant: flo
     value = constant + sum(c * values[r][t][l] for (r, t, l), c in terms.items())
     if noise is None:
         return Estimate(value, exact=True)
-    total, blind, floored = 0.0, [], False
+    total, blind, kinds = 0.0, [], set()
     for cell, c in terms.items():
         if c == 0:
             continue
-        variance, at_floor = noise.variance(cell)
+        variance, kind = noise.variance(cell)
         if variance is None:
             blind.append(f"{cell[0]} {cell[1]} {cell[2]}")
             continue
         total += c * c * variance
-        floored |= at_floor
+        kinds.add(kind)
     if blind:
         return Estimate(value, None, tuple(blind))
-    return Estimate(value, math.sqrt(total), floored=floored)
+    return Estimate(value, math.sqrt(total), floored="floor" in kinds, pretraining="pretraining" in kinds)
+
+
+def pooled_sd(groups: Sequence[Sequence[float]]) -> Optional[float]:
+    """The sd of one draw pooled over groups (the within-group mean square of a one-way ANOVA: each
+    group's squared deviations from its own mean, over the degrees of freedom); None when no group
+    has two draws."""
+    squares = sum(sum((x - sum(g) / len(g)) ** 2 for x in g) for g in groups if len(g) >= 2)
+    freedom = sum(len(g) - 1 for g in groups if len(g) >= 2)
+    return math.sqrt(squares / freedom) if freedom else None
 
 
 def mean_terms(row: str, task: str, langs: Sequence[str], scale: float = 1.0) -> Terms:

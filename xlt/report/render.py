@@ -40,12 +40,14 @@ class Cell:
     digits: Optional[int] = None  # decimals of this cell (default: the table's)
     std: Optional[float] = None   # the sample std over the seeds behind the value (None: one seed, or none)
     n: Optional[int] = None       # how many seeds (fine-tuning runs) the value is the mean of
+    models: Optional[int] = None  # several pretraining seeds: the value is their models' mean, std over them
 
     def spread(self, digits: int, plus_minus: str = "±") -> str:
-        """' ± 3.0 (n=3)' where the value is a mean over several seeds, else ''."""
-        if self.value is None or self.std is None or not self.n or self.n < 2:
+        """' ± 3.0 (n=3)' where the value is a mean over several seeds ('(2 models, n=6)' over several
+        pretraining seeds), else ''."""
+        if self.value is None or self.std is None or not self.n or (self.n < 2 and not self.models):
             return ""
-        return f" {plus_minus} {number(self.std, digits)} (n={self.n})"
+        return f" {plus_minus} {number(self.std, digits)} ({f'{self.models} models, ' if self.models else ''}n={self.n})"
 
 
 @dataclass
@@ -120,8 +122,9 @@ def _markdown_table(table: ReportTable) -> list[str]:
 
 def markdown(table: ReportTable) -> str:
     seeds = any(cell.spread(1) for part in (table, *table.sections) for _, cells in part.rows for cell in cells)
-    lines = [f"# {table.title}", "", "Cells: xlt's number" + (" (mean ± sample std over n fine-tuning seeds where n > 1)"
-                                                             if seeds else "")
+    lines = [f"# {table.title}", "", "Cells: xlt's number" + (" (mean ± sample std over n fine-tuning seeds where n > 1; "
+                                                              "over the models where a row has several pretraining "
+                                                              "seeds)" if seeds else "")
              + ", the paper's in parentheses where it prints one; — marks a gap, [n] a note.", ""] + _markdown_table(table)
     for section in table.sections:
         lines += ["", f"## {section.title}", ""] + _markdown_table(section)
@@ -137,13 +140,13 @@ def csv_text(table: ReportTable) -> str:
     writer = csv.writer(out, lineterminator="\n")
     tagged = bool(table.sections)   # several tables in one long file: say which each line is from
     writer.writerow([table.part_column] * tagged + [table.stub.lower() or "row", "group", "column", "xlt", "paper",
-                                                    "gap", "note", "std", "n"])
+                                                    "gap", "note", "std", "n", "models"])
     for part in (table, *table.sections):
         for label, cells in part.rows:
             for (group, column), cell in zip(part.columns, cells):
                 writer.writerow([part.part] * tagged + [label, group, column, number(cell.value, 4),
                                                         number(cell.paper, 4), cell.gap or "", cell.note or "",
-                                                        number(cell.std, 4), cell.n or ""])
+                                                        number(cell.std, 4), cell.n or "", cell.models or ""])
     return out.getvalue()
 
 

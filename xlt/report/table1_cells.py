@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import glob
 import os
-from dataclasses import dataclass, field
+import re
+import statistics
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional, Sequence
 
-from xlt.report.noise import SE_MULTIPLE, SINGLE_SEED_SD, SINGLE_SEED_SD_ENGLISH, Noise, Spread
+from xlt.report.noise import SE_MULTIPLE, SINGLE_SEED_SD, SINGLE_SEED_SD_ENGLISH, Noise, Spread, pooled_sd
 from xlt.report.render import Cell
 from xlt.report.sources import (BASELINES_FORMAT, FINETUNE_FORMAT, Reading, baseline_score, finetune_score, load_json,
                                 missing_reason, unigram_fit)
@@ -20,7 +23,10 @@ NOISE = (f"± = sample std over the n fine-tuning seeds of a cell (n > 1 only). 
          "sqrt(sd_a²/n_a + sd_b²/n_b)); closer, it is inconclusive and prints both. A one-seed cell has no spread: "
          f"it is taken to vary as far as one seed moved between two CPU kinds where that was measured (NER: "
          f"{SINGLE_SEED_SD['ner']:g} zero-shot, {SINGLE_SEED_SD_ENGLISH['ner']:g} English F1), and otherwise leaves "
-         "its comparisons without a noise estimate (inconclusive).")
+         "its comparisons without a noise estimate (inconclusive). Where a task has rows pretrained with several "
+         "seeds, a pretrained row's cell is the mean of its models (± over them) and its noise is one model's "
+         "variance pooled over those rows (or the row's own over its models, where larger), divided by its "
+         "number of models: a row with one model counts it whole.")
 
 
 @dataclass
@@ -39,18 +45,55 @@ def table_rows(paper_rows: dict[str, dict[str, Any]]) -> list[Row]:
     return rows[:at] + references + rows[at:]
 
 
+def pair_dirs(results_dir: str, row: str, lang: str) -> list[tuple[int, str]]:
+    """(pretraining seed, directory) of a row's en-``lang`` models: seed 0's ``en-<lang>``, then each
+    later seed's ``en-<lang>-seed<k>`` (make/table1.mk's names) in seed order."""
+    first = os.path.join(results_dir, row, f"en-{lang}")
+    later = [(int(m.group(1)), path) for path in glob.glob(glob.escape(first) + "-seed*")
+             if (m := re.fullmatch(re.escape(first) + r"-seed(\d+)", path)) and int(m.group(1)) > 0]
+    return [(0, first)] + sorted(later)
+
+
+def over_models(readings: Sequence[tuple[int, Reading]]) -> Reading:
+    """A row's cell from its models (pretraining seed, reading): the mean of their scores, each a
+    model's mean over its fine-tuning seeds; ``extra["models"]`` lists them. One scored model: its
+    reading (named when it is not seed 0's)."""
+    scored = [(seed, r) for seed, r in readings if r.value is not None]
+    if not scored:
+        return readings[0][1]
+    if len(scored) == 1:
+        seed, reading = scored[0]
+        return reading if seed == 0 else replace(reading, note="; ".join(
+            filter(None, [reading.note, f"pretraining seed {seed}'s model only"])))
+    models = [{"seed": seed, "mean": r.value, "std": (r.extra or {}).get("std"), "n": (r.extra or {}).get("n_seeds")}
+              for seed, r in scored]
+    means = [m["mean"] for m in models]
+    extra = {**(scored[0][1].extra or {}), "models": models, "std": statistics.stdev(means),
+             "n_seeds": sum(m["n"] for m in models if isinstance(m["n"], int))}
+    notes = [f"seed {seed}: {r.note}" for seed, r in scored if r.note]
+    return Reading(value=statistics.fmean(means), note="; ".join(notes) or None, extra=extra)
+
+
 def read_cells(results_dir: str, row: Row, task: str, lang: str) -> tuple[Reading, Reading]:
-    """One row's scores on the en-``lang`` pair's target and English test sets (one read of its file)."""
+    """One row's scores on the en-``lang`` pair's target and English test sets (one read of each
+    file), over the row's pretraining seeds (:func:`over_models`)."""
     pair_dir = os.path.join(results_dir, row.key, f"en-{lang}")
     reason = missing_reason(pair_dir)
     if reason:
         return Reading(gap=reason), Reading(gap=reason)
     if row.baseline:
-        path, fmt, score = os.path.join(pair_dir, f"{task}.json"), BASELINES_FORMAT, baseline_score
-    else:
-        path, fmt, score = os.path.join(pair_dir, task, "results.json"), FINETUNE_FORMAT, finetune_score
-    loaded = load_json(path, fmt)
-    return score(path, lang, loaded=loaded), score(path, SOURCE, loaded=loaded)
+        path = os.path.join(pair_dir, f"{task}.json")
+        loaded = load_json(path, BASELINES_FORMAT)
+        return baseline_score(path, lang, loaded=loaded), baseline_score(path, SOURCE, loaded=loaded)
+    targets, sources = [], []
+    for seed, directory in pair_dirs(results_dir, row.key, lang):
+        path = os.path.join(directory, task, "results.json")
+        if seed and not os.path.exists(path):
+            continue   # a later seed's model not fine-tuned on this task (PRETRAIN_SEED_TASKS)
+        loaded = load_json(path, FINETUNE_FORMAT)
+        targets.append((seed, finetune_score(path, lang, loaded=loaded)))
+        sources.append((seed, finetune_score(path, SOURCE, loaded=loaded)))
+    return over_models(targets), over_models(sources)
 
 
 def collect(results_dir: str, rows: Sequence[Row], languages: Sequence[str]) -> tuple[Values, dict, Values, dict]:
@@ -116,24 +159,49 @@ def baseline_names(english_readings: dict) -> dict[str, list[str]]:
 
 
 def spread(reading: Reading) -> Optional[Spread]:
-    """The seeds behind a fine-tuning cell (None: a baseline, or no score)."""
+    """The seeds behind a fine-tuning cell (None: a baseline, or no score); over several models, the
+    sd of their scores."""
     extra = reading.extra or {}
     n = extra.get("n_seeds")
     if reading.value is None or isinstance(n, bool) or not isinstance(n, int) or n < 1:
         return None
     sd = extra.get("std")
-    return Spread(float(sd) if isinstance(sd, (int, float)) and not isinstance(sd, bool) else None, n)
+    return Spread(float(sd) if isinstance(sd, (int, float)) and not isinstance(sd, bool) else None, n,
+                  models=len(extra.get("models") or ()) or 1)
 
 
 def noise_of(readings: dict, single_seed_sd: dict[str, float]) -> Noise:
-    """The seed spreads of a table's cells, as :mod:`xlt.report.noise` reads them."""
-    return Noise({cell: s for cell, reading in readings.items() if (s := spread(reading)) is not None},
-                 dict(single_seed_sd))
+    """The seed spreads of a table's cells, as :mod:`xlt.report.noise` reads them: a task with rows of
+    several pretraining seeds gives every pretrained cell of it their pooled sd, or the cell's own
+    spread over its models where that is larger (rows do not vary alike: one near zero F1 cannot
+    spread as far as Default, and pooling its small spread must not shrink Default's)."""
+    spreads = {cell: s for cell, reading in readings.items() if (s := spread(reading)) is not None}
+    pretrained = [cell for cell in spreads if cell[0] not in (CONTROL, BASELINES)]
+    for task in {cell[1] for cell in pretrained}:
+        cells = [cell for cell in pretrained if cell[1] == task]
+        pooled = pooled_sd([[m["mean"] for m in readings[cell].extra.get("models") or ()] for cell in cells])
+        if pooled is None:
+            continue
+        for cell in cells:
+            own = spreads[cell].sd if spreads[cell].models > 1 else None
+            spreads[cell] = replace(spreads[cell], pretraining_sd=max(pooled, own or 0.0))
+    return Noise(spreads, dict(single_seed_sd))
+
+
+def models_note(reading: Reading) -> Optional[str]:
+    """Each model's score behind a cell over several pretraining seeds."""
+    models = (reading.extra or {}).get("models")
+    if not models:
+        return None
+    return "models by pretraining seed: " + ", ".join(
+        f"{m['seed']}: {m['mean']:.1f}" + (f" ± {m['std']:.1f} (n={m['n']})" if m.get("std") is not None else "")
+        for m in models)
 
 
 def value_cell(reading: Reading, paper: Optional[float] = None, note: Optional[str] = None) -> Cell:
     """A table cell of a reading: its value, and its seeds' std and number (shown as mean ± std where
-    more than one seed ran)."""
+    more than one seed ran; over several models, the std of their scores and each model's)."""
     s = spread(reading)
+    note = "; ".join(filter(None, [note, models_note(reading)])) or None
     return Cell(value=reading.value, paper=paper, gap=reading.gap, note=note,
-                std=s.sd if s else None, n=s.n if s else None)
+                std=s.sd if s else None, n=s.n if s else None, models=s.models if s and s.models > 1 else None)

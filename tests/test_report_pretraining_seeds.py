@@ -1,0 +1,113 @@
+"""Table 1's cells over several pretraining seeds: a row's cell is the mean of its models, its noise
+the spread of those models (pooled over the rows that have several, or the row's own where larger),
+and a verdict that fine-tuning seeds alone would decide is inconclusive when the models spread."""
+
+from __future__ import annotations
+
+import csv
+import math
+import statistics
+from pathlib import Path
+
+import pytest
+from scipy import stats
+
+from test_report import cell, write_results
+from test_report_noise import finding, seeded, write_cell
+from xlt.report import table1
+from xlt.report.findings import HOLDS, INCONCLUSIVE
+from xlt.report.noise import SINGLE_SEED_SD, estimate, pooled_sd
+from xlt.report.render import write_report
+from xlt.report.table1 import TASKS
+from xlt.report.table1_cells import Row, collect, noise_of, pair_dirs
+
+
+def write_model(root, row: str, task: str, scores: list[float], lang: str, seed: int) -> None:
+    """A cell of the row's model pretrained with ``seed``, where make/table1.mk writes it."""
+    pair = f"en-{lang}" + (f"-seed{seed}" if seed else "")
+    write_results(root / row / pair / task / "results.json", task, lang, seeded(task, lang, scores))
+
+
+def test_the_pooled_sd_is_one_way_anovas_within_group_mean_square():
+    groups = [[20.0, 7.6], [9.4, 14.5], [5.2, 4.1, 6.0]]
+    # scipy's F is MS_between / MS_within: MS_within = MS_between / F, each from its definition
+    grand = statistics.fmean(x for g in groups for x in g)
+    between = sum(len(g) * (statistics.fmean(g) - grand) ** 2 for g in groups) / (len(groups) - 1)
+    within = between / stats.f_oneway(*groups).statistic
+    assert pooled_sd(groups) == pytest.approx(math.sqrt(within))
+    # a group of one draw has no spread to pool: it changes nothing; none with two: no estimate
+    assert pooled_sd(groups + [[3.0]]) == pytest.approx(pooled_sd(groups))
+    assert pooled_sd([[1.0], [2.0]]) is None
+
+
+def test_later_pretraining_seeds_are_read_in_seed_order_and_other_names_are_not(tmp_path):
+    for name in ("en-fake", "en-fake-seed10", "en-fake-seed2", "en-fake-seedx", "en-fake-seed0", "en-fakes"):
+        (tmp_path / "default" / name).mkdir(parents=True)
+    assert [(s, p.rsplit("/", 1)[1]) for s, p in pair_dirs(str(tmp_path), "default", "fake")] == \
+        [(0, "en-fake"), (2, "en-fake-seed2"), (10, "en-fake-seed10")]
+
+
+def test_a_second_pretraining_seed_makes_a_margin_that_fine_tuning_seeds_decided_inconclusive(tmp_path):
+    write_cell(tmp_path, "default", "ner", [20.0, 21.0, 19.0])
+    write_cell(tmp_path, "control", "ner", [5.0, 6.0, 4.0])
+    # one pretraining seed: 15 points against 2 SE = 2 sqrt(1/3 + 1/3) = 1.6
+    before = finding(table1.build(str(tmp_path), ["fr"]), "Pretraining beats no pretraining on NER")
+    assert before.verdict == HOLDS and "+15.0, 2 SE 1.6)" in before.detail
+
+    # the same row pretrained with seed 1 transfers far less: the cell is the mean of the two models,
+    # and its noise their spread; the control (no pretraining) keeps its fine-tuning seeds' noise
+    write_model(tmp_path, "default", "ner", [7.0, 8.0, 6.0], "fr", 1)
+    t = table1.build(str(tmp_path), ["fr"])
+    c = cell(t, "Default", "NER (F1)", "fr")
+    assert c.value == pytest.approx(13.5) and c.std == pytest.approx(statistics.stdev([20.0, 7.0]))
+    assert (c.models, c.n) == (2, 6)
+    assert "models by pretraining seed: 0: 20.0 ± 1.0 (n=3), 1: 7.0 ± 1.0 (n=3)" in c.note
+    paths = write_report(t, str(tmp_path / "report"))
+    assert "| 13.5 ± 9.2 (2 models, n=6) [" in Path(paths["markdown"]).read_text()
+    default = next(r for r in csv.DictReader(Path(paths["csv"]).open())
+                   if r["model"] == "Default" and r["group"] == "NER (F1)" and r["column"] == "fr")
+    assert (default["n"], default["models"]) == ("6", "2")
+    after = finding(t, "Pretraining beats no pretraining on NER")
+    two_se = 2 * math.sqrt(statistics.stdev([20.0, 7.0]) ** 2 / 2 + 1.0 / 3)
+    assert after.verdict == INCONCLUSIVE
+    assert f"+8.5, 2 SE {two_se:.1f}, pretraining seeds counted)" in after.detail
+
+
+def test_a_row_with_one_model_counts_the_pooled_variance_whole_and_a_row_spread_wider_counts_its_own(tmp_path):
+    models = {"default": [[20.0, 21.0, 19.0], [7.0, 8.0, 6.0]],          # spread 13 between its models
+              "sep-l1-6": [[2.0, 2.5, 1.5], [3.0, 3.5, 2.5]],             # spread 1
+              "sep-l1-3": [[5.0, 6.0, 4.0]]}                              # one model
+    for row, runs in models.items():
+        for seed, scores in enumerate(runs):
+            write_model(tmp_path, row, "ner", scores, "fake", seed)
+    rows = [Row(key, key) for key in models]
+    values, readings, _, _ = collect(str(tmp_path), rows, ["fake"])
+    noise = noise_of(readings, SINGLE_SEED_SD)
+    means = {row: [statistics.fmean(s) for s in runs] for row, runs in models.items()}
+    pooled = math.sqrt((statistics.variance(means["default"]) + statistics.variance(means["sep-l1-6"])) / 2)
+    own = statistics.stdev(means["default"])
+    assert own > pooled
+    # Sep L1-3 (one model, the pooled variance) against Default (two, its own larger one)
+    diff = estimate(values, noise, {("sep-l1-3", "ner", "fake"): 1.0, ("default", "ner", "fake"): -1.0})
+    assert diff.value == pytest.approx(5.0 - 13.5)
+    assert diff.se == pytest.approx(math.sqrt(pooled ** 2 + own ** 2 / 2)) and diff.pretraining
+    # Sep L1-6 (two models, less spread than the pool): the pooled variance over its two models
+    diff = estimate(values, noise, {("sep-l1-6", "ner", "fake"): 1.0, ("sep-l1-3", "ner", "fake"): -1.0})
+    assert diff.se == pytest.approx(math.sqrt(pooled ** 2 / 2 + pooled ** 2))
+    # tasks without a second model anywhere keep the fine-tuning seeds' noise
+    assert [task for task, _ in TASKS if any(s.pretraining_sd for (r, t, _), s in noise.spreads.items()
+                                             if t == task)] == ["ner"]
+
+
+def test_a_task_only_seed_zero_was_fine_tuned_on_is_read_from_seed_zero_alone(tmp_path):
+    write_cell(tmp_path, "default", "ner", [20.0, 21.0, 19.0], lang="fake")
+    write_cell(tmp_path, "default", "parse", [10.0, 11.0, 9.0], lang="fake")
+    write_model(tmp_path, "default", "ner", [7.0, 8.0, 6.0], "fake", 1)   # no parse for seed 1
+    values, readings, _, _ = collect(str(tmp_path), [Row("default", "Default")], ["fake"])
+    assert values["default"]["parse"]["fake"] == pytest.approx(10.0) and readings["default", "parse", "fake"].gap is None
+    assert values["default"]["ner"]["fake"] == pytest.approx(13.5)
+    # a later seed's score without seed 0's says whose it is
+    write_model(tmp_path, "sep-emb", "ner", [3.0, 4.0, 2.0], "fake", 1)
+    values, readings, _, _ = collect(str(tmp_path), [Row("sep-emb", "Sep Emb")], ["fake"])
+    assert values["sep-emb"]["ner"]["fake"] == pytest.approx(3.0)
+    assert "pretraining seed 1's model only" in readings["sep-emb", "ner", "fake"].note
