@@ -111,3 +111,15 @@ def test_a_task_only_seed_zero_was_fine_tuned_on_is_read_from_seed_zero_alone(tm
     values, readings, _, _ = collect(str(tmp_path), [Row("sep-emb", "Sep Emb")], ["fake"])
     assert values["sep-emb"]["ner"]["fake"] == pytest.approx(3.0)
     assert "pretraining seed 1's model only" in readings["sep-emb", "ner", "fake"].note
+
+
+def test_each_pair_pools_its_own_models(tmp_path):
+    # en-fr's models spread by 10, en-fake's by 1: neither pair's noise borrows the other's
+    for lang, (a, b) in {"fr": (20.0, 10.0), "fake": (5.0, 4.0)}.items():
+        for seed, x in enumerate((a, b)):
+            write_model(tmp_path, "default", "ner", [x, x + 1.0, x - 1.0], lang, seed)
+        write_model(tmp_path, "sep-l1-6", "ner", [1.0, 2.0, 0.0], lang, 0)
+    _, readings, _, _ = collect(str(tmp_path), [Row("default", "Default"), Row("sep-l1-6", "Sep L1-6")], ["fr", "fake"])
+    spreads = noise_of(readings, SINGLE_SEED_SD).spreads
+    assert spreads["sep-l1-6", "ner", "fr"].pretraining_sd == pytest.approx(statistics.stdev([20.0, 10.0]))
+    assert spreads["sep-l1-6", "ner", "fake"].pretraining_sd == pytest.approx(statistics.stdev([5.0, 4.0]))

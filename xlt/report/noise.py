@@ -57,7 +57,8 @@ SE_MULTIPLE = 2.0
 class Spread:
     """A cell's fine-tuning seeds: the sample std of their scores (None for one seed) and how many;
     ``models``: the pretraining seeds the cell is the mean over, and ``pretraining_sd``: one model's
-    sd pooled over the table's rows with several (None: not measured, fine-tuning noise only)."""
+    sd, pooled over the table's rows with several or the row's own where larger (None: not
+    measured, fine-tuning noise only)."""
 
     sd: Optional[float]
     n: int

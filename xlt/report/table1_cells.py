@@ -171,14 +171,14 @@ def spread(reading: Reading) -> Optional[Spread]:
 
 
 def noise_of(readings: dict, single_seed_sd: dict[str, float]) -> Noise:
-    """The seed spreads of a table's cells, as :mod:`xlt.report.noise` reads them: a task with rows of
-    several pretraining seeds gives every pretrained cell of it their pooled sd, or the cell's own
-    spread over its models where that is larger (rows do not vary alike: one near zero F1 cannot
+    """The seed spreads of a table's cells, as :mod:`xlt.report.noise` reads them: a task and pair with
+    rows of several pretraining seeds gives every pretrained cell of it their pooled sd, or the cell's
+    own spread over its models where that is larger (rows do not vary alike: one near zero F1 cannot
     spread as far as Default, and pooling its small spread must not shrink Default's)."""
     spreads = {cell: s for cell, reading in readings.items() if (s := spread(reading)) is not None}
     pretrained = [cell for cell in spreads if cell[0] not in (CONTROL, BASELINES)]
-    for task in {cell[1] for cell in pretrained}:
-        cells = [cell for cell in pretrained if cell[1] == task]
+    for task, lang in {(cell[1], cell[2]) for cell in pretrained}:
+        cells = [cell for cell in pretrained if cell[1:] == (task, lang)]
         pooled = pooled_sd([[m["mean"] for m in readings[cell].extra.get("models") or ()] for cell in cells])
         if pooled is None:
             continue
