@@ -185,8 +185,10 @@ table1_cell = $(if $(call cell_gap,$(1),$(2)), \
 TABLE1_CELLS   := $(foreach r,$(TABLE1_ROWS),$(foreach l,$(LANGS),$(call table1_cell,$(r),$(l))))
 TABLE1_RESULTS := $(TABLE1_CELLS) $(foreach l,$(LANGS),$(foreach t,$(TASKS),$(W)/table1/control/en-$(l)/$(t)/results.json \
     $(W)/table1/baselines/en-$(l)/$(t).json))
-TABLE1_MODELS  := $(sort $(foreach c,$(filter %/results.json,$(TABLE1_CELLS)), \
-  $(patsubst $(W)/table1/%/,$(W)/models/%/finished,$(dir $(patsubst %/,%,$(dir $(c)))))))
+# every model those cells read, in row order (each node of a multi-node run pretrains them in turn)
+table1_models = $(if $(call cell_gap,$(1),$(2)),, \
+  $(foreach s,$(call pretrain_seeds,$(2)),$(W)/models/$(1)/$(call pair_dir,$(2),$(s))/finished))
+TABLE1_MODELS  := $(foreach r,$(TABLE1_ROWS),$(foreach l,$(LANGS),$(call table1_models,$(r),$(l))))
 
 # Several nodes (SCALE=paper NNODES=2 MASTER=host0:29500): one node prepares every token store
 # (`make prepare-table1`), then every node runs `make pretrain-table1` (the same models in the same
