@@ -42,7 +42,11 @@ PRETRAIN_ARGS = --preset $(PRESET) --batch-size $(BATCH) --stream-len $(STREAM_L
   --warmup-steps $(WARMUP) --lr $(LR) --eval-every $(EVAL_EVERY) --save-every $(SAVE_EVERY) \
   --eval-batches $(EVAL_BATCHES) --precision $(PRECISION) --log-every $(LOG_EVERY) \
   $(if $(SHORT_STREAM_LEN),--short-stream-len $(SHORT_STREAM_LEN) --short-stream-steps $(call pair_setting,SHORT_STEPS)) \
-  $(if $(DROPOUT),--dropout $(DROPOUT)) $(if $(EQUAL_COPIES_INIT),--equal-copies-init) $(if $(COMPILE),--compile)
+  $(if $(DROPOUT),--dropout $(DROPOUT)) $(if $(EQUAL_COPIES_INIT),--equal-copies-init) $(if $(COMPILE),--compile) \
+  $(if $(filter 0,$(call pair_setting,LANG_EMBEDDINGS)),--no-lang-embeddings)
+# XLM's language embeddings (Wu et al.'s models have them); a scale may drop them for one pair
+# (LANG_EMBEDDINGS_<L> := 0), and the report says so in the table.
+LANG_EMBEDDINGS ?= 1
 # Pretraining seeds per pair: the model of seed 0 is <row>/en-<L>, that of seed k > 0 <row>/en-<L>-seed<k>
 # (the same data and arguments). The report reads a row's models as draws of one architecture, and
 # decides a finding only beyond their spread (xlt/report/noise.py). A scale sets PRETRAIN_SEEDS_<L>.

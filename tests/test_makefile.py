@@ -359,6 +359,8 @@ def test_the_demo_pretrains_each_fake_english_row_twice_and_fine_tunes_the_secon
     rows = ["default", "extra-anchors", "sep-emb", "sep-emb+l1-3", "sep-emb+l1-6", "sep-l1-3", "sep-l1-6"]
     assert sorted(m for m in pretrain if "fake" in m) == sorted(f"{r}/en-fake{s}" for r in rows for s in ("", "-seed1"))
     assert not any("en-fr-seed" in m for m in pretrain)   # en-fr keeps one pretraining seed
+    # Fake-English's models drop XLM's language embeddings (LANG_EMBEDDINGS_fake); en-fr's keep them
+    assert all((" --no-lang-embeddings" in line) == ("/en-fake" in m) for m, line in pretrain.items())
     for row in rows:
         first, second = pretrain[f"{row}/en-fake"], pretrain[f"{row}/en-fake-seed1"]
         assert " --seed 0 " in first and " --seed 1 " in second

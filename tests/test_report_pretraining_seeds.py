@@ -5,6 +5,7 @@ and a verdict that fine-tuning seeds alone would decide is inconclusive when the
 from __future__ import annotations
 
 import csv
+import json
 import math
 import statistics
 from pathlib import Path
@@ -123,3 +124,36 @@ def test_each_pair_pools_its_own_models(tmp_path):
     spreads = noise_of(readings, SINGLE_SEED_SD).spreads
     assert spreads["sep-l1-6", "ner", "fr"].pretraining_sd == pytest.approx(statistics.stdev([20.0, 10.0]))
     assert spreads["sep-l1-6", "ner", "fake"].pretraining_sd == pytest.approx(statistics.stdev([5.0, 4.0]))
+
+
+def test_the_table_says_which_rows_were_pretrained_without_language_embeddings(tmp_path):
+    def run_dir(name: str, lang_embeddings) -> str:
+        path = tmp_path / "models" / name
+        path.mkdir(parents=True)
+        model = {} if lang_embeddings is None else {"lang_embeddings": lang_embeddings}
+        (path / "config.json").write_text(json.dumps({"config": {"model": model}}))
+        return str(path)
+
+    def point(cell_dir: Path, model: str) -> None:
+        results = cell_dir / "ner" / "results.json"
+        data = json.loads(results.read_text())
+        results.write_text(json.dumps({**data, "model": model}))
+
+    write_cell(tmp_path / "table1", "default", "ner", [20.0, 21.0, 19.0])
+    write_model(tmp_path / "table1", "default", "ner", [7.0, 8.0, 6.0], "fr", 1)
+    write_cell(tmp_path / "table1", "sep-l1-3", "ner", [5.0, 6.0, 4.0])
+    remarks = lambda: [r for r in table1.build(str(tmp_path / "table1"), ["fr"]).remarks if "language embeddings" in r]
+    assert remarks() == []   # no model says (results without a run directory): nothing claimed
+    point(tmp_path / "table1" / "default" / "en-fr", run_dir("default", False))
+    point(tmp_path / "table1" / "default" / "en-fr-seed1", run_dir("default-seed1", False))
+    point(tmp_path / "table1" / "sep-l1-3" / "en-fr", run_dir("sep-l1-3", None))   # an older run: unknown
+    [remark] = remarks()
+    assert remark.startswith("Every model here was pretrained without XLM's language embeddings")
+    point(tmp_path / "table1" / "sep-l1-3" / "en-fr", run_dir("sep-l1-3-new", True))
+    [remark] = remarks()
+    assert "language embeddings" in remark and ": Default; the other rows with them." in remark
+    # one of Default's two models with them: the row is named as mixed
+    point(tmp_path / "table1" / "default" / "en-fr-seed1", run_dir("default-seed1-with", True))
+    [remark] = remarks()
+    assert remark.endswith("Models of both kinds in: Default.")
+

@@ -169,6 +169,17 @@ def unigram_fit(run_dir: str, lang: str, step: Optional[int] = None) -> Optional
     return float(ppl), float(floor), int(record.get("step", 0))
 
 
+def has_lang_embeddings(run_dir: str) -> Optional[bool]:
+    """Whether an xlt pretraining run's model adds XLM's language embeddings (its ``config.json``);
+    None when the run directory does not say (not an xlt run, or gone)."""
+    try:
+        with open(os.path.join(run_dir, "config.json"), encoding="utf-8") as f:
+            value = json.load(f)["config"]["model"]["lang_embeddings"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return value if isinstance(value, bool) else None
+
+
 def left_plateau(fit: tuple[float, float, int]) -> bool:
     ppl, floor, _ = fit
     return ppl < LEARNED_SHARE * floor

@@ -12,8 +12,8 @@ from typing import Any, Optional, Sequence
 
 from xlt.report.noise import SE_MULTIPLE, SINGLE_SEED_SD, SINGLE_SEED_SD_ENGLISH, Noise, Spread, pooled_sd
 from xlt.report.render import Cell
-from xlt.report.sources import (BASELINES_FORMAT, FINETUNE_FORMAT, Reading, baseline_score, finetune_score, load_json,
-                                missing_reason, unigram_fit)
+from xlt.report.sources import (BASELINES_FORMAT, FINETUNE_FORMAT, Reading, baseline_score, finetune_score,
+                                has_lang_embeddings, load_json, missing_reason, unigram_fit)
 from xlt.report.table1_findings import BASELINES, CONTROL, TASKS, Values
 
 SOURCE = "en"
@@ -65,8 +65,8 @@ def over_models(readings: Sequence[tuple[int, Reading]]) -> Reading:
         seed, reading = scored[0]
         return reading if seed == 0 else replace(reading, note="; ".join(
             filter(None, [reading.note, f"pretraining seed {seed}'s model only"])))
-    models = [{"seed": seed, "mean": r.value, "std": (r.extra or {}).get("std"), "n": (r.extra or {}).get("n_seeds")}
-              for seed, r in scored]
+    models = [{"seed": seed, "mean": r.value, "std": (r.extra or {}).get("std"), "n": (r.extra or {}).get("n_seeds"),
+               "model": (r.extra or {}).get("model")} for seed, r in scored]
     means = [m["mean"] for m in models]
     extra = {**(scored[0][1].extra or {}), "models": models, "std": statistics.stdev(means),
              "n_seeds": sum(m["n"] for m in models if isinstance(m["n"], int))}
@@ -149,6 +149,36 @@ def freezing_note(readings: dict, cell: tuple[str, str, str]) -> Optional[str]:
     mine, theirs = (f"{p.get('trained', 0) / 1e6:.2f}M of {(p.get('trained', 0) + p['frozen']) / 1e6:.2f}M" for p in both)
     return (f"fine-tuned with its language-specific layers frozen (trained {mine} encoder parameters; "
             f"the control {theirs})")
+
+
+def model_dirs(reading: Reading) -> list[str]:
+    """The pretraining run directories behind a cell (one per model), as its results files name them."""
+    extra = reading.extra or {}
+    paths = [m.get("model") for m in extra.get("models") or ()] or [extra.get("model")]
+    return [p for p in paths if isinstance(p, str)]
+
+
+def lang_embeddings_remark(readings: dict, rows: Sequence[Row]) -> Optional[str]:
+    """Which rows' models were pretrained without XLM's language embeddings (Wu et al.'s models have
+    them, so a table without them says so); None when every model read has them or none says."""
+    known: dict[str, Optional[bool]] = {}
+    without, with_ = set(), set()
+    for (row, _, _), reading in readings.items():
+        for path in model_dirs(reading):
+            if path not in known:
+                known[path] = has_lang_embeddings(path)
+            if known[path] is not None:
+                (with_ if known[path] else without).add(row)
+    if not without:
+        return None
+    what = ("without XLM's language embeddings (the learned per-language vector added to every input position; "
+            "Wu et al.'s models have them; `xlt pretrain --no-lang-embeddings`, LANG_EMBEDDINGS_<L> := 0 in make)")
+    if not with_:
+        return f"Every model here was pretrained {what}."
+    labels = [row.label for row in rows if row.key in without]
+    mixed = [row.label for row in rows if row.key in without & with_]
+    return (f"Pretrained {what}: {', '.join(labels)}; the other rows with them."
+            + (f" Models of both kinds in: {', '.join(mixed)}." if mixed else ""))
 
 
 def baseline_names(english_readings: dict) -> dict[str, list[str]]:

@@ -28,7 +28,8 @@ from typing import Callable, Optional, Sequence
 from xlt.report.findings import Finding, Inconclusive, Verdict, check, require
 from xlt.report.noise import SINGLE_SEED_SD, SINGLE_SEED_SD_ENGLISH, Noise, estimate, judge, judge_tied, settle
 from xlt.report.render import Cell, ReportTable
-from xlt.report.table1_cells import NOISE, Row, baseline_names, collect, freezing_note, frozen_more, noise_of, value_cell
+from xlt.report.table1_cells import (NOISE, Row, baseline_names, collect, freezing_note, frozen_more,
+                                    lang_embeddings_remark, noise_of, value_cell)
 from xlt.report.table1_findings import (BASELINES, CONTROL, MIN_MARGIN, TASKS, TIE, EnglishScores, Floor, Values,
                                         deeper_separation_hurts, extra_anchors_help, gated, sep_emb_l16_collapses,
                                         transfers, unlearned)
@@ -165,6 +166,8 @@ def build(results_dir: str, rows: Sequence[Row]) -> ReportTable:
         "labels kept); English: the same model on the English test set. relative = (zero-shot - best trivial "
         "baseline) / (English - best trivial baseline), each baseline on its own test set: 1 = as good as on "
         "English, 0 = no better than a model-free rule. No paper prints these numbers.", NOISE]
+    if remark := lang_embeddings_remark(readings, rows):
+        table.remarks.append(remark)
     table.findings = findings(values, EnglishScores(english, baseline_names(english_readings),
                                                     frozen_more(english_readings),
                                                     noise_of(english_readings, SINGLE_SEED_SD_ENGLISH)),
