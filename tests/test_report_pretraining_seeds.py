@@ -142,7 +142,9 @@ def test_the_table_says_which_rows_were_pretrained_without_language_embeddings(t
     write_cell(tmp_path / "table1", "default", "ner", [20.0, 21.0, 19.0])
     write_model(tmp_path / "table1", "default", "ner", [7.0, 8.0, 6.0], "fr", 1)
     write_cell(tmp_path / "table1", "sep-l1-3", "ner", [5.0, 6.0, 4.0])
-    remarks = lambda: [r for r in table1.build(str(tmp_path / "table1"), ["fr"]).remarks if "language embeddings" in r]
+    def remarks() -> list[str]:
+        return [r for r in table1.build(str(tmp_path / "table1"), ["fr"]).remarks if "language embeddings" in r]
+
     assert remarks() == []   # no model says (results without a run directory): nothing claimed
     point(tmp_path / "table1" / "default" / "en-fr", run_dir("default", False))
     point(tmp_path / "table1" / "default" / "en-fr-seed1", run_dir("default-seed1", False))
@@ -156,4 +158,3 @@ def test_the_table_says_which_rows_were_pretrained_without_language_embeddings(t
     point(tmp_path / "table1" / "default" / "en-fr-seed1", run_dir("default-seed1-with", True))
     [remark] = remarks()
     assert remark.endswith("Models of both kinds in: Default.")
-
