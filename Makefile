@@ -22,6 +22,7 @@ help:
 	@echo "make reproduce-liu-figures  Liu et al. Figures 1-4 + MRR by POS: BERT vs Word2Vec/GloVe, 2 data sizes (LIU_LANGS)"
 	@echo "  MODEL=hf:NAME|DIR    reproduce-liu-table2/4 of that model, nothing pretrained (docs/hf.md)"
 	@echo "make reproduce-dynamics  Default and Sep Emb + L1-6 en-fr snapshotted every SNAPSHOT_EVERY steps, xlt track, xlt report dynamics"
+	@echo "make reproduce-steps  Default en-fake (CURVE_LANG) pretrained to CURVE_STEPS, every CURVE_EVERY-step snapshot fine-tuned: zero-shot against steps"
 
 install: $(STAMP) $(FAST)
 
@@ -91,7 +92,7 @@ SHELL    := /bin/bash
 # stays finished when its inputs (models, token stores) are deleted to save disk.
 .SECONDARY:
 .SECONDEXPANSION:
-include make/text.mk make/table1.mk make/analysis.mk make/liu_figures.mk make/dynamics.mk
+include make/text.mk make/table1.mk make/analysis.mk make/liu_figures.mk make/dynamics.mk make/steps.mk
 
 demo: $(W)/models/default/en-fr/finished
 	@echo "demo done: $(W)/models/default/en-fr (metrics.jsonl, checkpoints/best.pt)"

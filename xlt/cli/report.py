@@ -80,6 +80,35 @@ def table1(results_dir: str, langs: str, paper_numbers, output_dir: str) -> None
     _emit(t1.build(results_dir, _languages(langs), paper.load(paper_numbers)), output_dir)
 
 
+@report.command("steps", short_help="Default's zero-shot and English scores against pretraining steps.")
+@click.option("--results-dir", required=True, type=click.Path(exists=True, file_okay=False), metavar="DIR",
+              help="RESULTS_DIR/step-<N>/en-<lang>/<task>/results.json: each snapshot fine-tuned "
+                   "(`xlt finetune --checkpoint step-N`).")
+@click.option("--table1-dir", required=True, type=click.Path(exists=True, file_okay=False), metavar="DIR",
+              help="Table 1's results directory: its No pretraining control and trivial baselines.")
+@click.option("--lang", metavar="LANG", default="fake", show_default=True, help="The pair's target language.")
+@click.option("-o", "--output", "output_dir", required=True, type=OutputPath("directory"), metavar="DIR",
+              help="Output directory: steps-LANG.md, .csv, .tex, .json and .png.")
+def steps(results_dir: str, table1_dir: str, lang: str, output_dir: str) -> None:
+    """Default's snapshots against pretraining steps: dev perplexity and, per task, the zero-shot and
+    English scores and the relative transfer, with Table 1's control and baselines below; under the
+    table, per task, the first snapshot that meets the targets (relative transfer 0.5, a margin over
+    No pretraining), or how far the last one is. `make reproduce-steps` runs it (make/steps.mk).
+
+    \b
+    Example:
+      xlt report steps --results-dir work/demo/steps --table1-dir work/demo/table1 --lang fake -o work/demo/report
+    """
+    from xlt.report import steps as steps_report
+    from xlt.utils.errors import XltError
+
+    languages = _languages(lang)
+    if len(languages) != 1:
+        raise XltError(f"--lang takes one language code, got {lang!r}")
+    table, plot = steps_report.build(results_dir, table1_dir, languages[0])
+    _emit(table, output_dir, plot)
+
+
 @report.command("figure7", short_help="Wu et al. 2020 Figure 7 (CKA per layer).")
 @click.option("--results-dir", required=True, type=click.Path(exists=True, file_okay=False), metavar="DIR",
               help="Directory of `xlt cka compare` outputs (*.json).")

@@ -24,8 +24,10 @@ class Panel:
     series: list[Series] = field(default_factory=list)
 
 
-def per_layer(panels: Sequence[Panel], path: str, ylabel: str, title: str) -> None:
-    """One panel per language pair, one line per series (gaps in a series are left out)."""
+def per_layer(panels: Sequence[Panel], path: str, ylabel: str, title: str,
+              xlabel: str = "layer (0 = embeddings)") -> None:
+    """One panel per language pair (or task), one line per series (gaps in a series are left out); the
+    x axis is a series' ``layers`` (layers, or pretraining steps with ``xlabel`` saying so)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -41,7 +43,7 @@ def per_layer(panels: Sequence[Panel], path: str, ylabel: str, title: str) -> No
                 ax.plot(xs, ys, linestyle="--" if s.dashed else "-", marker="o", markersize=3,
                         color=f"C{s.color % 10}", label=s.label)
         ax.set_title(panel.title, fontsize=9)
-        ax.set_xlabel("layer (0 = embeddings)", fontsize=8)
+        ax.set_xlabel(xlabel, fontsize=8)
         ax.grid(alpha=0.3)
         if panel.series:
             ax.legend(fontsize=6)

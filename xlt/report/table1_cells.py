@@ -10,11 +10,13 @@ import statistics
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional, Sequence
 
+from xlt.report.findings import Inconclusive
 from xlt.report.noise import SE_MULTIPLE, SINGLE_SEED_SD, SINGLE_SEED_SD_ENGLISH, Noise, Spread, pooled_sd
 from xlt.report.render import Cell
 from xlt.report.sources import (BASELINES_FORMAT, FINETUNE_FORMAT, Reading, baseline_score, finetune_score,
                                 has_lang_embeddings, load_json, missing_reason, unigram_fit)
 from xlt.report.table1_findings import BASELINES, CONTROL, TASKS, Values
+from xlt.report.table1_scores import relative_transfer
 
 SOURCE = "en"
 
@@ -235,3 +237,16 @@ def value_cell(reading: Reading, paper: Optional[float] = None, note: Optional[s
     note = "; ".join(filter(None, [note, models_note(reading)])) or None
     return Cell(value=reading.value, paper=paper, gap=reading.gap, note=note,
                 std=s.sd if s else None, n=s.n if s else None, models=s.models if s and s.models > 1 else None)
+
+
+def relative_cell(values: Values, english: Values, row: Row, task: str, gap: Optional[str], lang: str) -> Cell:
+    """A row's relative transfer into ``lang`` (:func:`~xlt.report.table1_scores.relative_transfer`): blank for
+    the baseline row (0 by definition), the zero-shot cell's ``gap`` where it has one, else the reason none."""
+    if row.key == BASELINES:
+        return Cell()
+    if gap:
+        return Cell(gap=gap)
+    try:
+        return Cell(value=relative_transfer(values, english, row.key, task, lang), digits=2)
+    except Inconclusive as reason:
+        return Cell(gap=str(reason))

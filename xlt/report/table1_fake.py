@@ -25,14 +25,15 @@ from dataclasses import replace
 from functools import partial
 from typing import Callable, Optional, Sequence
 
-from xlt.report.findings import Finding, Inconclusive, Verdict, check, require
+from xlt.report.findings import Finding, Inconclusive, Verdict, check
 from xlt.report.noise import SINGLE_SEED_SD, SINGLE_SEED_SD_ENGLISH, Noise, estimate, judge, judge_tied, settle
 from xlt.report.render import Cell, ReportTable
 from xlt.report.table1_cells import (NOISE, Row, baseline_names, collect, freezing_note, frozen_more,
-                                    lang_embeddings_remark, noise_of, value_cell)
-from xlt.report.table1_findings import (BASELINES, CONTROL, MIN_MARGIN, TASKS, TIE, EnglishScores, Floor, Values,
+                                    lang_embeddings_remark, noise_of, relative_cell, value_cell)
+from xlt.report.table1_findings import (BASELINES, CONTROL, TASKS, TIE, EnglishScores, Floor, Values,
                                         deeper_separation_hurts, extra_anchors_help, gated, sep_emb_l16_collapses,
                                         transfers, unlearned)
+from xlt.report.table1_scores import relative_transfer
 from xlt.text.fake import FAKE
 
 FLOOR = Floor("the best trivial baseline", BASELINES)
@@ -43,20 +44,6 @@ REFERENCE = {CONTROL: "No pretraining", BASELINES: "the baseline"}
 
 def score(values: Values, row: str, task: str) -> Optional[float]:
     return values.get(row, {}).get(task, {}).get(FAKE)
-
-
-def relative_transfer(values: Values, english: Values, row: str, task: str) -> float:
-    """The row's relative transfer on ``task``; Inconclusive naming what is missing, or when the row's
-    English score is within MIN_MARGIN of the baseline's."""
-    target = require(score(values, row, task), f"{row}'s zero-shot {task} score")
-    source = require(score(english, row, task), f"{row}'s English {task} score")
-    floor_target = require(score(values, BASELINES, task), f"the best trivial baseline on Fake-English {task}")
-    floor_source = require(score(english, BASELINES, task), f"the best trivial baseline on English {task}")
-    # A smaller English margin makes the ratio noise over noise (XNLI at chance: 34.2 / 33.3 -> 1.0).
-    if source - floor_source < MIN_MARGIN:
-        raise Inconclusive(f"English {source:.1f} is not {MIN_MARGIN:g} points above the best trivial baseline's "
-                           f"{floor_source:.1f}: too little English skill to measure its transfer")
-    return (target - floor_target) / (source - floor_source)
 
 
 # ---- findings ----------------------------------------------------------------------------------------
@@ -73,7 +60,7 @@ def pretraining_transfers(english: Values) -> Callable[..., Verdict]:
                 continue
             margin = default - max(control, floor)
             try:
-                relative = f"relative transfer {relative_transfer(values, english, 'default', task):.2f}"
+                relative = f"relative transfer {relative_transfer(values, english, 'default', task, FAKE):.2f}"
             except Inconclusive as reason:
                 relative = f"no relative transfer: {reason}"
             over = {ref: estimate(values, noise, {("default", task, FAKE): 1.0, (ref, task, FAKE): -1.0})
@@ -136,17 +123,6 @@ def findings(values: Values, english: EnglishScores, noise: Optional[Noise] = No
 
 
 # ---- the table ---------------------------------------------------------------------------------------
-def relative_cell(values: Values, english: Values, row: Row, task: str, gap: Optional[str]) -> Cell:
-    if row.key == BASELINES:
-        return Cell()   # 0 by definition
-    if gap:
-        return Cell(gap=gap)
-    try:
-        return Cell(value=relative_transfer(values, english, row.key, task), digits=2)
-    except Inconclusive as reason:
-        return Cell(gap=str(reason))
-
-
 def build(results_dir: str, rows: Sequence[Row]) -> ReportTable:
     """The pair's table (Table 1's rows) with its findings."""
     values, readings, english, english_readings = collect(results_dir, rows, [FAKE])
@@ -159,7 +135,7 @@ def build(results_dir: str, rows: Sequence[Row]) -> ReportTable:
             target, source = readings[row.key, task, FAKE], english_readings[row.key, task, FAKE]
             note = "; ".join(filter(None, [source.note, freezing_note(english_readings, (row.key, task, FAKE))]))
             cells += [value_cell(target, note=target.note), value_cell(source, note=note or None),
-                      relative_cell(values, english, row, task, target.gap)]
+                      relative_cell(values, english, row, task, target.gap, FAKE)]
         table.add_row(row.label, cells)
     table.remarks = [
         "Zero-shot: the en-fake model's score on the Fake-English test set (English's, every character mapped, "

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
-from xlt.report.findings import Inconclusive
+from xlt.report.findings import Inconclusive, require
 from xlt.report.noise import Terms, add, mean_terms
 
 TASKS = (("xnli", "XNLI (acc)"), ("ner", "NER (F1)"), ("parse", "Parsing (LAS)"))
@@ -146,3 +146,21 @@ def transfers(values: Values, needs_all: bool = False, floor: Floor = BY_CHANCE)
 def row_terms(task: str, langs: list[str], *rows: tuple[float, str]) -> Terms:
     """sum of coefficient x the row's mean over ``langs`` (one task) as terms."""
     return add(*(mean_terms(row, task, langs, c) for c, row in rows))
+
+
+def relative_transfer(values: Values, english: Values, row: str, task: str, lang: str) -> float:
+    """``row``'s relative transfer into ``lang`` on ``task``: (zero-shot - best trivial baseline on ``lang``) /
+    (English - best trivial baseline on English), each baseline the BASELINES row's; Inconclusive naming
+    what is missing, or when the row's English score is within MIN_MARGIN of the baseline's."""
+    def score(numbers: Values, of: str) -> Optional[float]:
+        return numbers.get(of, {}).get(task, {}).get(lang)
+
+    target = require(score(values, row), f"{row}'s zero-shot {task} score")
+    source = require(score(english, row), f"{row}'s English {task} score")
+    floor_target = require(score(values, BASELINES), f"the best trivial baseline on {lang} {task}")
+    floor_source = require(score(english, BASELINES), f"the best trivial baseline on English {task}")
+    # A smaller English margin makes the ratio noise over noise (XNLI at chance: 34.2 / 33.3 -> 1.0).
+    if source - floor_source < MIN_MARGIN:
+        raise Inconclusive(f"English {source:.1f} is not {MIN_MARGIN:g} points above the best trivial baseline's "
+                           f"{floor_source:.1f}: too little English skill to measure its transfer")
+    return (target - floor_target) / (source - floor_source)

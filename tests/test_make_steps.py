@@ -1,0 +1,70 @@
+"""``make reproduce-steps`` read with ``make -n`` (nothing runs): Table 1's Default pretrained again for
+longer with snapshots, every snapshot fine-tuned as a Table 1 cell, one ``xlt report steps``."""
+
+import re
+import shutil
+
+import pytest
+from test_make_dynamics import commands
+from test_makefile import english_corpus, xlt_commands
+
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="GNU make is not installed")
+
+
+def options(line: str) -> list[str]:
+    """A pretraining command's options after its run directory, with the repeated --max-steps read as
+    click reads it (the last one wins) and --snapshot-every left out."""
+    rest = line.split("--run-dir ", 1)[1].split(" ", 1)[1]
+    words = rest.split()
+    pairs, i = {}, 0
+    order = []
+    while i < len(words):
+        if words[i].startswith("--") and i + 1 < len(words) and not words[i + 1].startswith("--"):
+            key, value, i = words[i], words[i + 1], i + 2
+        else:
+            key, value, i = words[i], None, i + 1
+        if key in ("--codes", "--train", "--dev"):   # repeatable, with two values
+            key, value, i = f"{key} {value}", words[i], i + 1
+        if key not in pairs:
+            order.append(key)
+        pairs[key] = value
+    pairs.pop("--snapshot-every", None)
+    return [f"{k} {pairs[k]}" if pairs[k] is not None else k for k in order if k in pairs]
+
+
+def test_the_curve_is_table1s_default_pretrained_longer_with_every_snapshot_fine_tuned(tmp_path):
+    work = tmp_path / "w"
+    english = english_corpus(tmp_path / "english.txt.xz", 1_100_000)   # past the demo's fake slices
+    lines = commands(work, f"CORPUS_en={english}", "CURVE_STEPS=20000", "CURVE_EVERY=10000", "reproduce-steps")
+    pretrain = {re.search(r"--run-dir (\S+)", line).group(1): line for line in xlt_commands(lines, "pretrain")}
+    # the curve's run, and Table 1's Default where it is not made yet: No pretraining reads its run directory
+    assert set(pretrain) == {f"{work}/steps/models/en-fake", f"{work}/models/default/en-fake"}
+    pretrain = pretrain[f"{work}/steps/models/en-fake"]
+    assert re.search(r"--max-steps 20000 --snapshot-every 10000$", pretrain.strip())
+    # everything else is Table 1's Default en-fake (its first 15,000 steps are that model)
+    [table1] = [line for line in xlt_commands(commands(work, f"CORPUS_en={english}", "LANGS=fake", "pretrain-table1"),
+                                              "pretrain") if "/models/default/en-fake " in line]
+    mine, theirs = options(pretrain), options(table1)
+    assert "--max-steps 20000" in mine and "--max-steps 15000" in theirs
+    assert [o for o in mine if not o.startswith("--max-steps")] == [o for o in theirs if not o.startswith("--max-steps")]
+
+    finetune = [line for line in xlt_commands(lines, "finetune") if f"{work}/steps/" in line]
+    cells = {(re.search(r"--checkpoint (\S+)", line).group(1), line.split()[2]): line for line in finetune}
+    assert set(cells) == {(f"step-{n}", task) for n in (10000, 20000) for task in ("xnli", "ner", "parse")}
+    for (snapshot, task), line in cells.items():
+        assert f"--model {work}/steps/models/en-fake " in line
+        assert f"-o {work}/steps/{snapshot}/en-fake/{task} " in line
+        assert "--eval fake " in line and "--seeds 12 " in line   # one seed per snapshot
+    # fine-tuned as Table 1's cells are: the same arguments but the model, checkpoint, output and seeds
+    table1_cells = xlt_commands(commands(work, f"CORPUS_en={english}", "LANGS=fake", "reproduce-table1"), "finetune")
+    [table1_parse] = [line for line in table1_cells if f"-o {work}/table1/default/en-fake/parse " in line]
+    tail = re.compile(r".* --seeds \S+ ")
+    assert tail.sub("", cells["step-10000", "parse"]) == tail.sub("", table1_parse)
+
+    [report] = xlt_commands(lines, "report")
+    assert f"report steps --results-dir {work}/steps --table1-dir {work}/table1 --lang fake -o {work}/report" in report
+    # No pretraining and the baselines are Table 1's own cells, made where missing, before the report
+    references = [line for line in xlt_commands(lines, "finetune") if f"-o {work}/table1/control/en-fake/" in line]
+    references += xlt_commands(lines, "-q baselines")
+    assert len(references) == 6
+    assert lines.index(report) > max(lines.index(line) for line in finetune + references)
