@@ -21,7 +21,7 @@ import os
 import re
 from typing import Callable, Optional
 
-from xlt.report.findings import Inconclusive
+from xlt.report.findings import Inconclusive, require
 from xlt.report.plots import Panel, Series, per_layer
 from xlt.report.render import Cell, ReportTable
 from xlt.report.sources import unigram_fit
@@ -49,11 +49,9 @@ def row_key(step: int) -> str:
 def targets_met(values: Values, english: Values, row: str, task: str, lang: str) -> tuple[bool, str]:
     """Whether ``row`` meets the task's targets, and its numbers (relative transfer, margin over the
     control); Inconclusive when a score is missing or English is too weak for a relative transfer."""
-    relative = relative_transfer(values, english, row, task, lang)
-    zero_shot, control = values[row][task].get(lang), values.get(CONTROL, {}).get(task, {}).get(lang)
-    if zero_shot is None or control is None:
-        raise Inconclusive(f"no zero-shot {task} score of {'No pretraining' if zero_shot is not None else row}")
-    margin = zero_shot - control
+    relative = relative_transfer(values, english, row, task, lang)   # checks the row's zero-shot score is there
+    control = require(values.get(CONTROL, {}).get(task, {}).get(lang), f"No pretraining's zero-shot {task} score")
+    margin = values[row][task][lang] - control
     return (relative >= TARGET_RELATIVE and margin >= TARGET_MARGIN[task],
             f"relative {relative:.2f}, {margin:+.1f} over No pretraining")
 
@@ -61,7 +59,7 @@ def targets_met(values: Values, english: Values, row: str, task: str, lang: str)
 def target_line(values: Values, english: Values, steps: list[int], task: str, title: str, lang: str) -> str:
     """The first snapshot that meets ``task``'s targets, or the last one's numbers and the best relative."""
     wanted = f"relative ≥ {TARGET_RELATIVE:g} and ≥ {TARGET_MARGIN[task]:g} over No pretraining"
-    seen: list[tuple[int, float, str]] = []
+    seen: list[tuple[int, Optional[float], str]] = []
     for step in steps:
         try:
             met, numbers = targets_met(values, english, row_key(step), task, lang)

@@ -157,8 +157,8 @@ def relative_transfer(values: Values, english: Values, row: str, task: str, lang
 
     target = require(score(values, row), f"{row}'s zero-shot {task} score")
     source = require(score(english, row), f"{row}'s English {task} score")
-    floor_target = require(score(values, BASELINES), f"the best trivial baseline on {lang} {task}")
-    floor_source = require(score(english, BASELINES), f"the best trivial baseline on English {task}")
+    floor_target = require(score(values, BASELINES), f"the best trivial baseline's {lang} {task} score")
+    floor_source = require(score(english, BASELINES), f"the best trivial baseline's English {task} score")
     # A smaller English margin makes the ratio noise over noise (XNLI at chance: 34.2 / 33.3 -> 1.0).
     if source - floor_source < MIN_MARGIN:
         raise Inconclusive(f"English {source:.1f} is not {MIN_MARGIN:g} points above the best trivial baseline's "
