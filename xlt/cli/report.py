@@ -86,7 +86,7 @@ def table1(results_dir: str, langs: str, paper_numbers, output_dir: str) -> None
                    "(`xlt finetune --checkpoint step-N`).")
 @click.option("--table1-dir", required=True, type=click.Path(exists=True, file_okay=False), metavar="DIR",
               help="Table 1's results directory: its No pretraining control and trivial baselines.")
-@click.option("--lang", metavar="LANG", default="fake", show_default=True, help="The pair's target language.")
+@click.option("-l", "--lang", metavar="LANG", default="fake", show_default=True, help="The pair's target language.")
 @click.option("-o", "--output", "output_dir", required=True, type=OutputPath("directory"), metavar="DIR",
               help="Output directory: steps-LANG.md, .csv, .tex, .json and .png.")
 def steps(results_dir: str, table1_dir: str, lang: str, output_dir: str) -> None:
