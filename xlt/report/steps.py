@@ -46,41 +46,29 @@ def row_key(step: int) -> str:
     return f"step-{step}"
 
 
-def targets_met(values: Values, english: Values, row: str, task: str, lang: str) -> tuple[bool, str]:
-    """Whether ``row`` meets the task's targets, and its numbers (relative transfer, margin over the
-    control); Inconclusive when a score is missing or English is too weak for a relative transfer."""
-    relative = relative_transfer(values, english, row, task, lang)   # checks the row's zero-shot score is there
-    control = require(values.get(CONTROL, {}).get(task, {}).get(lang), f"No pretraining's zero-shot {task} score")
-    margin = values[row][task][lang] - control
-    return (relative >= TARGET_RELATIVE and margin >= TARGET_MARGIN[task],
-            f"relative {relative:.2f}, {margin:+.1f} over No pretraining")
-
-
 def target_line(values: Values, english: Values, steps: list[int], task: str, title: str, lang: str) -> str:
-    """The first snapshot that meets ``task``'s targets, or the last one's numbers and the best relative."""
+    """The first snapshot that meets ``task``'s targets (relative transfer and margin over No pretraining),
+    or the last one's numbers and the best relative transfer seen."""
     wanted = f"relative ≥ {TARGET_RELATIVE:g} and ≥ {TARGET_MARGIN[task]:g} over No pretraining"
-    seen: list[tuple[int, Optional[float], str]] = []
+    seen: list[tuple[Optional[float], int]] = []
+    numbers = ""
     for step in steps:
+        row, relative = row_key(step), None
         try:
-            met, numbers = targets_met(values, english, row_key(step), task, lang)
+            relative = relative_transfer(values, english, row, task, lang)   # checks the row's zero-shot score
+            control = require(values.get(CONTROL, {}).get(task, {}).get(lang), f"No pretraining's zero-shot {task} score")
+            margin = values[row][task][lang] - control
+            numbers = f"relative {relative:.2f}, {margin:+.1f} over No pretraining"
+            if relative >= TARGET_RELATIVE and margin >= TARGET_MARGIN[task]:
+                return f"{title}: the targets ({wanted}) are met from {step:,} steps ({numbers})."
         except Inconclusive as reason:
-            numbers, met = f"undecided: {reason}", False
-        if met:
-            return f"{title}: the targets ({wanted}) are met from {step:,} steps ({numbers})."
-        seen.append((step, relative_or_none(values, english, row_key(step), task, lang), numbers))
+            numbers = f"undecided: {reason}"
+        seen.append((relative, step))
     if not seen:
         return f"{title}: no snapshot was fine-tuned."
-    last, _, numbers = seen[-1]
-    scored = [(r, s) for s, r, _ in seen if r is not None]
+    scored = [(r, s) for r, s in seen if r is not None]
     best = f"; best relative {max(scored)[0]:.2f} at {max(scored)[1]:,} steps" if scored else ""
-    return f"{title}: the targets ({wanted}) are not met by {last:,} steps (there: {numbers}{best})."
-
-
-def relative_or_none(values: Values, english: Values, row: str, task: str, lang: str) -> Optional[float]:
-    try:
-        return relative_transfer(values, english, row, task, lang)
-    except Inconclusive:
-        return None
+    return f"{title}: the targets ({wanted}) are not met by {steps[-1]:,} steps (there: {numbers}{best})."
 
 
 def dev_cells(readings: dict, row: str, step: int, lang: str) -> list[Cell]:
