@@ -21,25 +21,59 @@ Every sentence comes with its gold annotation, written in the formats the real t
   is decided by the two verbs: the same verb -> entailment, its antonym (likes/hates, finds/loses,
   follows/leads, takes/gives) -> contradiction, any other verb -> neutral. Neither segment alone
   tells the label: the classifier has to read both.
+
+The lexicon is a parameter (:class:`Lexicon`): ``SMALL`` is synthetic's 30 words, which a model
+learns within a few hundred steps; ``Lexicon.pseudo`` makes open classes of any size from made-up
+words, for the Fake-English parsing test, where a lexicon a model cannot learn word by word is what
+makes it share its layers between two languages (tests/test_learning.py, section 4).
 """
 
 from __future__ import annotations
 
 import random
-from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import synthetic
 
-DETS = [en for en, _ in synthetic.LEXICON["det"]]
-ADJS = [en for en, _ in synthetic.LEXICON["adj"]]
-NOUNS = [en for en, _ in synthetic.LEXICON["noun"]]
-# Verbs in antonym pairs (the NLI rule's lexical knowledge); four of them are synthetic's.
-ANTONYM = {"likes": "hates", "finds": "loses", "follows": "leads", "takes": "gives"}
-ANTONYM.update({b: a for a, b in list(ANTONYM.items())})
-VERBS = sorted(ANTONYM)
-PREPS = ["in", "near", "with"]
+
+def _antonyms(pairs: dict[str, str]) -> dict[str, str]:
+    return {**pairs, **{b: a for a, b in pairs.items()}}
+
+
+@dataclass(frozen=True)
+class Lexicon:
+    """The words each slot of the grammar draws from (determiners and prepositions stay English's
+    closed classes in every lexicon); verbs come in antonym pairs, the NLI rule's lexical knowledge."""
+
+    adjectives: tuple[str, ...]
+    nouns: tuple[str, ...]
+    antonym: dict[str, str] = field(hash=False)
+    dets: tuple[str, ...] = tuple(en for en, _ in synthetic.LEXICON["det"])
+    preps: tuple[str, ...] = ("in", "near", "with")
+
+    @property
+    def verbs(self) -> list[str]:
+        return sorted(self.antonym)
+
+    @classmethod
+    def pseudo(cls, nouns: int, adjectives: int, verb_pairs: int, seed: int = 7) -> "Lexicon":
+        """Open classes of made-up words (``kotavi``: two or three consonant-vowel syllables, no two
+        alike): a lexicon as large as wanted, none of whose words is one of the closed classes'."""
+        rng, words = random.Random(seed), set()
+        while len(words) < nouns + adjectives + 2 * verb_pairs:
+            words.add("".join(rng.choice("bcdfghklmnprstvz") + rng.choice("aeiou") for _ in range(rng.randint(2, 3))))
+        drawn = sorted(words)
+        rng.shuffle(drawn)
+        verbs = drawn[nouns + adjectives:]
+        return cls(adjectives=tuple(drawn[nouns:nouns + adjectives]), nouns=tuple(drawn[:nouns]),
+                   antonym=_antonyms(dict(zip(verbs[::2], verbs[1::2]))))
+
+
+# synthetic's lexicon, with verbs in antonym pairs (four of them are synthetic's).
+SMALL = Lexicon(adjectives=tuple(en for en, _ in synthetic.LEXICON["adj"]),
+                nouns=tuple(en for en, _ in synthetic.LEXICON["noun"]),
+                antonym=_antonyms({"likes": "hates", "finds": "loses", "follows": "leads", "takes": "gives"}))
 
 
 @dataclass
@@ -60,7 +94,8 @@ class Sentence:
 
 
 class _Builder:
-    def __init__(self) -> None:
+    def __init__(self, lexicon: Lexicon) -> None:
+        self.lexicon = lexicon
         self.words: list[str] = []
         self.upos: list[str] = []
         self.heads: list[int] = []
@@ -78,9 +113,9 @@ class _Builder:
 
     def noun_phrase(self, rng: random.Random, max_adjectives: int, kind: str) -> tuple[int, str, str]:
         """det adj* noun with its internal heads and its entity (type ``kind``); returns (noun index, det, noun)."""
-        det, noun = rng.choice(DETS), rng.choice(NOUNS)
+        det, noun = rng.choice(self.lexicon.dets), rng.choice(self.lexicon.nouns)
         d = self.add(det, "DET", "det")
-        adjectives = [self.add(rng.choice(ADJS), "ADJ", "amod") for _ in range(rng.randint(0, max_adjectives))]
+        adjectives = [self.add(rng.choice(self.lexicon.adjectives), "ADJ", "amod") for _ in range(rng.randint(0, max_adjectives))]
         n = self.add(noun, "NOUN", "")
         for position, index in enumerate(adjectives + [n]):
             self.tags[index - 1] = ("B-" if position == 0 else "I-") + kind
@@ -91,7 +126,7 @@ class _Builder:
     def maybe_pp(self, rng: random.Random, head_noun: int, allowed: bool) -> bool:
         if not allowed or rng.random() < 0.5:
             return False
-        p = self.add(rng.choice(PREPS), "ADP", "case")
+        p = self.add(rng.choice(self.lexicon.preps), "ADP", "case")
         n, _, _ = self.noun_phrase(rng, max_adjectives=1, kind="LOC")
         self.heads[p - 1] = n
         self.heads[n - 1] = head_noun
@@ -99,13 +134,13 @@ class _Builder:
         return True
 
 
-def sentence(rng: random.Random) -> Sentence:
+def sentence(rng: random.Random, lexicon: Lexicon = SMALL) -> Sentence:
     """One random sentence of the grammar with its annotation."""
-    b = _Builder()
+    b = _Builder(lexicon)
     subject, sdet, snoun = b.noun_phrase(rng, max_adjectives=2, kind="AGT")
     pp_on_subject = rng.random() < 0.5
     used = b.maybe_pp(rng, subject, allowed=pp_on_subject)
-    verb_word = rng.choice(VERBS)
+    verb_word = rng.choice(lexicon.verbs)
     verb = b.add(verb_word, "VERB", "root")
     b.heads[verb - 1] = 0
     b.heads[subject - 1], b.relations[subject - 1] = verb, "nsubj"
@@ -118,14 +153,9 @@ def sentence(rng: random.Random) -> Sentence:
     return Sentence(b.words, b.upos, b.heads, b.relations, b.tags, (sdet, snoun, verb_word, odet, onoun))
 
 
-def sentences(n: int, seed: int) -> list[Sentence]:
+def sentences(n: int, seed: int, lexicon: Lexicon = SMALL) -> list[Sentence]:
     rng = random.Random(seed)
-    return [sentence(rng) for _ in range(n)]
-
-
-def vocabulary_words() -> list[str]:
-    """Every word the grammar can produce."""
-    return DETS + ADJS + NOUNS + VERBS + PREPS + ["."]
+    return [sentence(rng, lexicon) for _ in range(n)]
 
 
 # ---- files in the real readers' formats --------------------------------------------------------
@@ -149,21 +179,21 @@ def write_ner(path: Path, items: list[Sentence]) -> Path:
 NLI_LABELS = ("entailment", "contradiction", "neutral")
 
 
-def nli_pair(rng: random.Random, premise: Sentence, label: str) -> tuple[str, str, str]:
+def nli_pair(rng: random.Random, premise: Sentence, label: str, lexicon: Lexicon = SMALL) -> tuple[str, str, str]:
     """A hypothesis for ``premise`` that the verb rule labels ``label``."""
     sdet, snoun, verb, odet, onoun = premise.core
     if label == "entailment":
         other = verb
     elif label == "contradiction":
-        other = ANTONYM[verb]
+        other = lexicon.antonym[verb]
     else:
-        other = rng.choice([v for v in VERBS if v not in (verb, ANTONYM[verb])])
+        other = rng.choice([v for v in lexicon.verbs if v not in (verb, lexicon.antonym[verb])])
     return premise.text, " ".join([sdet, snoun, other, odet, onoun, "."]), label
 
 
-def write_nli(path: Path, items: list[Sentence], seed: int) -> Path:
+def write_nli(path: Path, items: list[Sentence], seed: int, lexicon: Lexicon = SMALL) -> Path:
     rng = random.Random(seed)
-    lines = ["\t".join(nli_pair(rng, s, NLI_LABELS[i % 3])) for i, s in enumerate(items)]
+    lines = ["\t".join(nli_pair(rng, s, NLI_LABELS[i % 3], lexicon)) for i, s in enumerate(items)]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 
@@ -173,6 +203,3 @@ def write_corpus(path: Path, items: list[Sentence]) -> Path:
     path.write_text("\n".join(s.text for s in items) + "\n", encoding="utf-8")
     return path
 
-
-def word_counts(items: list[Sentence]) -> Counter:
-    return Counter(w for s in items for w in s.words)
