@@ -25,7 +25,7 @@ Every sentence comes with its gold annotation, written in the formats the real t
 The lexicon is a parameter (:class:`Lexicon`): ``SMALL`` is synthetic's 30 words, which a model
 learns within a few hundred steps; ``Lexicon.pseudo`` makes open classes of any size from made-up
 words, for the Fake-English parsing test, where a lexicon a model cannot learn word by word is what
-makes it share its layers between two languages (tests/test_learning.py, section 4).
+makes it share its layers between two languages (tests/test_learning_parsing_transfer.py).
 """
 
 from __future__ import annotations
@@ -59,7 +59,8 @@ class Lexicon:
     @classmethod
     def pseudo(cls, nouns: int, adjectives: int, verb_pairs: int, seed: int = 7) -> "Lexicon":
         """Open classes of made-up words (``kotavi``: two or three consonant-vowel syllables, no two
-        alike): a lexicon as large as wanted, none of whose words is one of the closed classes'."""
+        alike): a lexicon as large as wanted, none of whose words is a determiner or a preposition
+        (those are not consonant-vowel syllables)."""
         rng, words = random.Random(seed), set()
         while len(words) < nouns + adjectives + 2 * verb_pairs:
             words.add("".join(rng.choice("bcdfghklmnprstvz") + rng.choice("aeiou") for _ in range(rng.randint(2, 3))))
