@@ -5,7 +5,7 @@
 # bit for bit), every snapshot is fine-tuned as a Table 1 cell, and `xlt report steps` lays them out
 # beside Table 1's No pretraining control and trivial baselines. Included by the Makefile.
 #
-#   $(W)/steps/models/en-<L>/                     the run, checkpoints/step-N.pt
+#   $(W)/steps/models/en-<L>/                     the run, checkpoints/step-N.pt, finished-<CURVE_STEPS>
 #   $(W)/steps/step-<N>/en-<L>/<task>/results.json  `xlt finetune --checkpoint step-<N>`
 #   $(W)/report/steps-<L>.{md,csv,tex,json,png}   the table, the first step meeting each target, the curves
 
@@ -18,13 +18,22 @@ CURVE_AT     = $(shell seq $(CURVE_EVERY) $(CURVE_EVERY) $(CURVE_STEPS))
 SD          := $(W)/steps
 
 # The stem is en-<L>, as Table 1's Default (row_data, PRETRAIN_ARGS: make/table1.mk); the later
-# --max-steps wins over PRETRAIN_ARGS's.
-$(SD)/models/%/finished: $$(call row_data,default/$$*)/stores.stamp
+# --max-steps wins over PRETRAIN_ARGS's. One marker per length: a larger CURVE_STEPS resumes the run
+# from its last checkpoint, and since the schedule does not depend on the last step, the run is then
+# the longer one's (issue 28's curve went from 30,000 to 60,000 steps so).
+$(SD)/models/%/finished-$(CURVE_STEPS): $$(call row_data,default/$$*)/stores.stamp
 	$(PRETRAIN) --run-dir $(@D) --vocab $(<D)/vocab \
 	  $(foreach l,en $(call target_of,$*),--codes $(l) $(<D)/codes.$(l) \
 	    --train $(l) $(<D)/$(l).train --dev $(l) $(<D)/$(l).dev) \
 	  --sharing default --seed 0 $(PRETRAIN_ARGS) --max-steps $(CURVE_STEPS) --snapshot-every $(CURVE_EVERY)
 	touch $@
+
+# A snapshot is there once the run is at CURVE_STEPS. The check leaves the file's time alone, so a cell
+# is fine-tuned again only when its snapshot is newer, not each time the run goes on past it.
+CURVE_RUN := $(SD)/models/en-$(CURVE_LANG)
+$(foreach n,$(CURVE_AT),$(CURVE_RUN)/checkpoints/step-$(n).pt): $(CURVE_RUN)/finished-$(CURVE_STEPS)
+	@test -f $@ || { echo "$@: no snapshot at this step (the run saved every CURVE_EVERY it had then)" >&2; exit 2; }
+snapshot_of = $(SD)/models/$(notdir $(1))/checkpoints/step-$(patsubst %/,%,$(dir $(1))).pt
 
 # The stem is <N>/en-<L>: snapshot step-<N> of the run above, fine-tuned as Table 1's cells are.
 define steps_finetune
@@ -32,11 +41,11 @@ $(XLT) finetune $(1) --model $(SD)/models/$(notdir $*) --checkpoint step-$(patsu
   --data-dir $(T) --seeds $(CURVE_SEEDS) --train en $(word 1,$(2)) --dev en $(word 2,$(2)) \
   --eval $(call target_of,$*) $(wordlist 4,5,$(2)) $(3)
 endef
-$(SD)/step-%/xnli/results.json: $(SD)/models/$$(notdir $$*)/finished $$(call xnli_files,$$(call target_of,$$*))
+$(SD)/step-%/xnli/results.json: $$(call snapshot_of,$$*) $$(call xnli_files,$$(call target_of,$$*))
 	$(call steps_finetune,xnli,$(call xnli_files,$(call target_of,$*)),$(ARGS_xnli))
-$(SD)/step-%/ner/results.json: $(SD)/models/$$(notdir $$*)/finished $$(call ner_files,$$(call target_of,$$*))
+$(SD)/step-%/ner/results.json: $$(call snapshot_of,$$*) $$(call ner_files,$$(call target_of,$$*))
 	$(call steps_finetune,ner,$(call ner_files,$(call target_of,$*)),$(ARGS_ner))
-$(SD)/step-%/parse/results.json: $(SD)/models/$$(notdir $$*)/finished $$(call parse_files,$$(call target_of,$$*))
+$(SD)/step-%/parse/results.json: $$(call snapshot_of,$$*) $$(call parse_files,$$(call target_of,$$*))
 	$(call steps_finetune,parse,$(call parse_files,$(call target_of,$*)),$(ARGS_parse))
 
 CURVE_CELLS := $(foreach n,$(CURVE_AT),$(foreach t,$(TASKS),$(SD)/step-$(n)/en-$(CURVE_LANG)/$(t)/results.json))

@@ -1,12 +1,17 @@
-"""``make reproduce-steps`` read with ``make -n`` (nothing runs): Table 1's Default pretrained again for
-longer with snapshots, every snapshot fine-tuned as a Table 1 cell, one ``xlt report steps``."""
+"""``make reproduce-steps``: Table 1's Default pretrained again for longer with snapshots, every snapshot
+fine-tuned as a Table 1 cell, one ``xlt report steps`` (read with ``make -n``); and a longer curve
+made from a shorter one (make run for real, with a stand-in for xlt that writes only what the next
+rule reads)."""
 
+import os
 import re
 import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 from test_make_dynamics import commands
-from test_makefile import english_corpus, xlt_commands
+from test_makefile import LEAKING, REPO, english_corpus, xlt_commands
 
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="GNU make is not installed")
 
@@ -60,3 +65,54 @@ def test_the_curve_is_table1s_default_pretrained_longer_with_every_snapshot_fine
     references += xlt_commands(lines, "-q baselines")
     assert len(references) == 6
     assert lines.index(report) > max(lines.index(line) for line in finetune + references)
+
+
+FAKE_XLT = '''#!/usr/bin/env python3
+"""xlt as make calls it, logged, doing only what the next rule reads: snapshots and results files."""
+import pathlib, sys
+args = sys.argv[1:]
+with open(sys.argv[0] + ".log", "a") as log:
+    log.write(" ".join(args) + "\\n")
+value = lambda option: args[args.index(option) + 1]
+if args[0] == "pretrain":   # the snapshots a run of --max-steps has, the older ones left as they were
+    checkpoints = pathlib.Path(value("--run-dir"), "checkpoints")
+    checkpoints.mkdir(parents=True, exist_ok=True)
+    every = int(value("--snapshot-every"))
+    last = int([args[i + 1] for i, arg in enumerate(args) if arg == "--max-steps"][-1])   # the later wins
+    for step in range(every, last + 1, every):
+        if not (checkpoints / f"step-{step}.pt").exists():
+            (checkpoints / f"step-{step}.pt").touch()
+elif args[0] == "finetune":
+    pathlib.Path(value("-o")).mkdir(parents=True, exist_ok=True)
+    pathlib.Path(value("-o"), "results.json").touch()
+'''
+
+
+def test_a_longer_curve_resumes_the_run_and_fine_tunes_only_the_new_snapshots(tmp_path):
+    work, fake = tmp_path / "w", tmp_path / "xlt"
+    fake.write_text(FAKE_XLT)
+    fake.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in LEAKING}
+    # What the cells read besides their snapshot: made here, and never remade (-o: "treat as very old").
+    inputs = subprocess.run(["make", "-s", f"W={work}", "--eval", "inputs: ; @echo $(call row_data,default/en-fake)/"
+                             "stores.stamp $(foreach t,xnli ner parse,$(call $(t)_files,fake))", "inputs"],
+                            cwd=REPO, capture_output=True, text=True, env=env, check=True).stdout.split()
+    for path in map(Path, inputs):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+
+    def curve(steps: int) -> list[str]:
+        cells = [f"{work}/steps/step-{n}/en-fake/parse/results.json" for n in range(10000, steps + 1, 10000)]
+        fake.with_suffix(".log").unlink(missing_ok=True)
+        subprocess.run(["make", f"W={work}", f"XLT={fake}", f"CURVE_STEPS={steps}", "CURVE_EVERY=10000",
+                        *(f"-o{path}" for path in inputs), *cells], cwd=REPO, env=env, check=True,
+                       capture_output=True, timeout=120)
+        return fake.with_suffix(".log").read_text().splitlines() if fake.with_suffix(".log").exists() else []
+
+    first = curve(20000)
+    assert [line.split()[0] for line in first] == ["pretrain", "finetune", "finetune"]
+    assert first[0].endswith("--max-steps 20000 --snapshot-every 10000")
+    longer = curve(30000)   # the run goes on to 30,000; its old snapshots, and their cells, stay
+    assert [line.split()[0] for line in longer] == ["pretrain", "finetune"]
+    assert longer[0].endswith("--max-steps 30000 --snapshot-every 10000") and "--checkpoint step-30000 " in longer[1]
+    assert curve(30000) == []
