@@ -52,7 +52,8 @@ CURVE_CELLS := $(foreach n,$(CURVE_AT),$(foreach t,$(TASKS),$(SD)/step-$(n)/en-$
 CURVE_REFERENCES := $(foreach t,$(TASKS),$(W)/table1/control/en-$(CURVE_LANG)/$(t)/results.json \
   $(W)/table1/baselines/en-$(CURVE_LANG)/$(t).json)
 
-$(W)/report/steps-$(CURVE_LANG).md: $(CURVE_CELLS) $(CURVE_REFERENCES)
+# The snapshots' list is a setting (Makefile): a curve made longer is a report to make again, with its new cells.
+$(W)/report/steps-$(CURVE_LANG).md: $(CURVE_CELLS) $(CURVE_REFERENCES) $$(call setting,curve-$(CURVE_LANG),$(CURVE_AT))
 	$(XLT) report steps --results-dir $(SD) --table1-dir $(W)/table1 --lang $(CURVE_LANG) -o $(@D) > /dev/null
 
 .PHONY: reproduce-steps

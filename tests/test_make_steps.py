@@ -85,6 +85,9 @@ if args[0] == "pretrain":   # the snapshots a run of --max-steps has, the older 
 elif args[0] == "finetune":
     pathlib.Path(value("-o")).mkdir(parents=True, exist_ok=True)
     pathlib.Path(value("-o"), "results.json").touch()
+elif args[0] == "report":
+    pathlib.Path(value("-o")).mkdir(parents=True, exist_ok=True)
+    pathlib.Path(value("-o"), "steps-" + value("--lang") + ".md").touch()
 '''
 
 
@@ -93,26 +96,31 @@ def test_a_longer_curve_resumes_the_run_and_fine_tunes_only_the_new_snapshots(tm
     fake.write_text(FAKE_XLT)
     fake.chmod(0o755)
     env = {k: v for k, v in os.environ.items() if k not in LEAKING}
-    # What the cells read besides their snapshot: made here, and never remade (-o: "treat as very old").
+    # What the curve reads besides its own run: made here, and never remade (-o: "treat as very old").
     inputs = subprocess.run(["make", "-s", f"W={work}", "--eval", "inputs: ; @echo $(call row_data,default/en-fake)/"
-                             "stores.stamp $(foreach t,xnli ner parse,$(call $(t)_files,fake))", "inputs"],
-                            cwd=REPO, capture_output=True, text=True, env=env, check=True).stdout.split()
+                             "stores.stamp $(foreach t,xnli ner parse,$(call $(t)_files,fake)) $(CURVE_REFERENCES)",
+                             "inputs"], cwd=REPO, capture_output=True, text=True, env=env, check=True).stdout.split()
     for path in map(Path, inputs):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.touch()
 
-    def curve(steps: int) -> list[str]:
-        cells = [f"{work}/steps/step-{n}/en-fake/parse/results.json" for n in range(10000, steps + 1, 10000)]
-        fake.with_suffix(".log").unlink(missing_ok=True)
+    def curve(steps: int) -> list[tuple[str, str]]:
+        """What ``make`` ran for the curve's report at ``steps``: (subcommand, --max-steps or --checkpoint)."""
+        log = fake.with_suffix(".log")
+        log.unlink(missing_ok=True)
         subprocess.run(["make", f"W={work}", f"XLT={fake}", f"CURVE_STEPS={steps}", "CURVE_EVERY=10000",
-                        *(f"-o{path}" for path in inputs), *cells], cwd=REPO, env=env, check=True,
-                       capture_output=True, timeout=120)
-        return fake.with_suffix(".log").read_text().splitlines() if fake.with_suffix(".log").exists() else []
+                        *(f"-o{path}" for path in inputs), f"{work}/report/steps-fake.md"],
+                       cwd=REPO, env=env, check=True, capture_output=True, timeout=120)
+        ran = [line.split() for line in log.read_text().splitlines()] if log.exists() else []
+        return [(words[0], next((words[i + 1] for i in range(len(words) - 1, -1, -1)
+                                 if words[i] in ("--max-steps", "--checkpoint")), "")) for words in ran]
 
-    first = curve(20000)
-    assert [line.split()[0] for line in first] == ["pretrain", "finetune", "finetune"]
-    assert first[0].endswith("--max-steps 20000 --snapshot-every 10000")
-    longer = curve(30000)   # the run goes on to 30,000; its old snapshots, and their cells, stay
-    assert [line.split()[0] for line in longer] == ["pretrain", "finetune"]
-    assert longer[0].endswith("--max-steps 30000 --snapshot-every 10000") and "--checkpoint step-30000 " in longer[1]
+    def in_order(ran: list[tuple[str, str]], steps: int, *snapshots: int) -> bool:
+        """The run first, then each snapshot's three cells (xnli, ner, parse: in any order), the report last."""
+        cells = sorted(("finetune", f"step-{n}") for n in snapshots for _ in range(3))
+        return ran[:1] == [("pretrain", str(steps))] and sorted(ran[1:-1]) == cells and ran[-1:] == [("report", "")]
+
+    assert in_order(curve(20000), 20000, 10000, 20000)
+    # the run goes on to 30,000; its old snapshots, and their cells, stay; the report is made again
+    assert in_order(curve(30000), 30000, 30000)
     assert curve(30000) == []
