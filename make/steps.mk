@@ -20,7 +20,7 @@ SD          := $(W)/steps
 # The stem is en-<L>, as Table 1's Default (row_data, PRETRAIN_ARGS: make/table1.mk); the later
 # --max-steps wins over PRETRAIN_ARGS's. One marker per length: a larger CURVE_STEPS resumes the run
 # from its last checkpoint, and since the schedule does not depend on the last step, the run is then
-# the longer one's (issue 28's curve went from 30,000 to 60,000 steps so).
+# the longer one's (issue 28's curve went from 30,000 to 80,000 steps so).
 $(SD)/models/%/finished-$(CURVE_STEPS): $$(call row_data,default/$$*)/stores.stamp
 	$(PRETRAIN) --run-dir $(@D) --vocab $(<D)/vocab \
 	  $(foreach l,en $(call target_of,$*),--codes $(l) $(<D)/codes.$(l) \
