@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import synthetic
@@ -52,7 +53,7 @@ class Lexicon:
     dets: tuple[str, ...] = tuple(en for en, _ in synthetic.LEXICON["det"])
     preps: tuple[str, ...] = ("in", "near", "with")
 
-    @property
+    @cached_property   # drawn from once per sentence
     def verbs(self) -> list[str]:
         return sorted(self.antonym)
 

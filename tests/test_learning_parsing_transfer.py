@@ -128,29 +128,32 @@ def next_word_rule(root: Path, lang: str) -> dict[str, float]:
 
 
 @pytest.fixture(scope="module")
-def default_transfer(grammar_pair) -> dict[str, dict[str, float]]:
-    """Each metric and language averaged over the pretraining seeds, and each seed's own scores."""
-    runs = {seed: parsing_transfer(grammar_pair, f"default-{seed}") for seed in PRETRAINING_SEEDS}
-    mean = {lang: {metric: float(np.mean([r[lang][metric] for r in runs.values()])) for metric in ("las", "uas")}
-            for lang in ("en", FAKE)}
-    return {**mean, "runs": runs}
+def default_by_seed(grammar_pair) -> dict[int, dict[str, dict[str, float]]]:
+    """Each pretraining seed's scores (they go into the failure messages: which seed fell short)."""
+    return {seed: parsing_transfer(grammar_pair, f"default-{seed}") for seed in PRETRAINING_SEEDS}
 
 
-def test_zero_shot_parsing_transfer_to_fake_english_needs_pretraining(grammar_pair, default_transfer):
+def over_seeds(by_seed: dict[int, dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
+    """Each language's LAS and UAS averaged over the pretraining seeds."""
+    return {lang: {metric: float(np.mean([scores[lang][metric] for scores in by_seed.values()]))
+                   for metric in ("las", "uas")} for lang in ("en", FAKE)}
+
+
+def test_zero_shot_parsing_transfer_to_fake_english_needs_pretraining(grammar_pair, default_by_seed):
     vocab = Vocabulary.load(grammar_pair / "vocab")
     assert vocab.shared_tokens("en", FAKE) == []   # nothing but the specials is shared
     rule = next_word_rule(grammar_pair, FAKE)
     # the Fake-English test set is the English one's trees: the rule scores the same on both
     assert rule == next_word_rule(grammar_pair, "en") and rule["uas"] < 50
     untrained = parsing_transfer(grammar_pair, f"default-{PRETRAINING_SEEDS[0]}", checkpoint="untrained")
-    english, zero_shot = default_transfer["en"], default_transfer[FAKE]
-    assert english["las"] >= 95 and untrained["en"]["las"] >= 95, (default_transfer, untrained)
+    default = over_seeds(default_by_seed)
+    assert default["en"]["las"] >= 95 and untrained["en"]["las"] >= 95, (default_by_seed, untrained)
     # attachments beyond the rule (UAS: the rule's LAS has gold labels), labels beyond the control
-    assert zero_shot["uas"] >= rule["uas"] + 10, (default_transfer, rule)
-    assert zero_shot["las"] >= 2 * untrained[FAKE]["las"], (default_transfer, untrained)
+    assert default[FAKE]["uas"] >= rule["uas"] + 10, (default_by_seed, rule)
+    assert default[FAKE]["las"] >= 2 * untrained[FAKE]["las"], (default_by_seed, untrained)
 
 
-def test_zero_shot_parsing_transfer_to_fake_english_needs_shared_layers(grammar_pair, default_transfer):
+def test_zero_shot_parsing_transfer_to_fake_english_needs_shared_layers(grammar_pair, default_by_seed):
     seed = PRETRAINING_SEEDS[0]
     separate = pretrain(grammar_pair, "separate", seed, "--sharing", "sep-emb", "--separate-layers", 1, 1)
     # Both models learned their languages about as well: a lower transfer is the sharing's doing.
@@ -161,4 +164,4 @@ def test_zero_shot_parsing_transfer_to_fake_english_needs_shared_layers(grammar_
     scores = parsing_transfer(grammar_pair, "separate")
     assert scores["en"]["las"] >= 90, scores
     assert scores[FAKE]["uas"] < next_word_rule(grammar_pair, FAKE)["uas"], scores
-    assert scores[FAKE]["las"] <= 0.3 * default_transfer[FAKE]["las"], (scores, default_transfer)
+    assert scores[FAKE]["las"] <= 0.3 * over_seeds(default_by_seed)[FAKE]["las"], (scores, default_by_seed)

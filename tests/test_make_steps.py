@@ -112,8 +112,9 @@ def test_a_longer_curve_resumes_the_run_and_fine_tunes_only_the_new_snapshots(tm
                         *(f"-o{path}" for path in inputs), f"{work}/report/steps-fake.md"],
                        cwd=REPO, env=env, check=True, capture_output=True, timeout=120)
         ran = [line.split() for line in log.read_text().splitlines()] if log.exists() else []
-        return [(words[0], next((words[i + 1] for i in range(len(words) - 1, -1, -1)
-                                 if words[i] in ("--max-steps", "--checkpoint")), "")) for words in ran]
+        # the later --max-steps wins, as in click
+        return [(words[0], ([value for option, value in zip(words, words[1:])
+                             if option in ("--max-steps", "--checkpoint")] or [""])[-1]) for words in ran]
 
     def in_order(ran: list[tuple[str, str]], steps: int, *snapshots: int) -> bool:
         """The run first, then each snapshot's three cells (xnli, ner, parse: in any order), the report last."""
