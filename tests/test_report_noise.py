@@ -170,3 +170,35 @@ def test_fake_english_findings_use_the_same_noise(tmp_path):
     values["baselines"] = {"xnli": {"fake": 0.0}, "ner": {"fake": 0.0}, "parse": {"fake": 0.0}}
     exact = table1_fake.findings(values, EnglishScores())
     assert next(f for f in exact if "More separation" in f.claim).verdict == HOLDS
+
+
+def write_separated_ner(root: Path, scores: dict[str, float], spread: float = 1.0) -> None:
+    """Fake-English NER cells only, three seeds ``spread`` apart, over an all-O baseline of 0."""
+    for row, x in scores.items():
+        write_cell(root, row, "ner", [x - spread, x, x + spread], lang="fake", en=50.0 if row == "control" else 70.0)
+    write_baselines(root / "baselines" / "en-fake" / "ner.json", "ner", {"en": ("baseline", 20.0), "fake": ("baseline", 0.0)})
+
+
+def test_a_link_from_a_row_that_transfers_almost_nothing_is_left_out_of_more_separation(tmp_path):
+    # Sep Emb (2.5) has almost nothing over the baseline's 0 for the rows below it to lose, so its
+    # links stay within the noise however many seeds are run; the claim is read on Sep L1-3 > Sep L1-6
+    base = {"default": 25.0, "control": 5.0, "sep-l1-3": 12.0, "sep-l1-6": 3.0,
+            "sep-emb": 2.5, "sep-emb+l1-3": 2.0, "sep-emb+l1-6": 3.0}
+    claim = "Fake-English: More separation hurts more"
+    write_separated_ner(tmp_path / "floor", base)
+    more = finding(table1.build(str(tmp_path / "floor"), ["fake"]), claim)
+    assert more.verdict == HOLDS
+    assert ("left out: ner sep-emb > sep-emb+l1-3 (sep-emb only +2.5 above the best trivial baseline, under 5: "
+            "too little transfer left to lose)") in more.detail
+    assert "left out: ner sep-emb+l1-3 > sep-emb+l1-6 (sep-emb+l1-3 only +2.0" in more.detail
+    assert "sep-l1-3 - sep-l1-6: +9.0, 2 SE 1.6" in more.detail
+
+    # Sep L1-3 at the floor too: nothing is left to decide on, and the verdict says why
+    write_separated_ner(tmp_path / "none", {**base, "sep-l1-3": 3.5})
+    more = finding(table1.build(str(tmp_path / "none"), ["fake"]), claim)
+    assert more.verdict == INCONCLUSIVE and "every link starts at the floor" in more.detail
+
+    # a link reversed beyond the noise refutes the claim, however little its upper row transfers
+    write_separated_ner(tmp_path / "reversed", {**base, "sep-emb+l1-3": 12.0})
+    more = finding(table1.build(str(tmp_path / "reversed"), ["fake"]), claim)
+    assert more.verdict == FAILS and "sep-emb 2.5 > sep-emb+l1-3 12.0" in more.detail
