@@ -47,8 +47,11 @@ DYN_DATA = $(W)/parallel/xnli-dev.en.txt $(W)/parallel/xnli-dev.$(DYNAMICS_LANG)
   $(call TATOEBA,$(DYNAMICS_LANG)).eng $(call TATOEBA,$(DYNAMICS_LANG)).$(TATOEBA_$(DYNAMICS_LANG)) \
   $(W)/raw/en.train $(W)/raw/$(DYNAMICS_LANG).train $(call ner_files,$(DYNAMICS_LANG))
 # A stamp, not records.jsonl: the records are appended to, never remade, and .DELETE_ON_ERROR must
-# not delete them when one tracking call fails.
-$(DYN)/track/tracked.stamp: $(foreach run,$(DYN_RUNS),$(run)/finished) $(DYN_DATA)
+# not delete them when one tracking call fails. The rows are a setting: with `.SECONDARY:` a row added
+# later would otherwise stay unpretrained behind an up-to-date stamp (xlt track then adds only its
+# records).
+$(DYN)/track/tracked.stamp: $(foreach run,$(DYN_RUNS),$(run)/finished) $(DYN_DATA) \
+                            $$(call setting,dynamics-runs,$(DYNAMICS_ROWS) $(DYNAMICS_LANG))
 	$(XLT) track $(foreach r,$(DYNAMICS_ROWS),--run $(DYN)/models/$(r)/en-$(DYNAMICS_LANG) --label "$(LABEL_$(r))") \
 	  --device $(DEVICE) --parallel $(wordlist 1,2,$(DYN_DATA)) --dictionary $(word 3,$(DYN_DATA)) \
 	  --tatoeba $(wordlist 4,5,$(DYN_DATA)) --word-corpus $(wordlist 6,7,$(DYN_DATA)) \

@@ -56,3 +56,24 @@ def test_finished_runs_are_not_pretrained_again(tmp_path):
         (work / "dynamics" / "models" / row / "en-fr" / "finished").write_text("")
     lines = commands(work, "reproduce-dynamics")
     assert xlt_commands(lines, "pretrain") == []  # finished runs are not pretrained again
+
+
+def test_a_row_added_later_is_pretrained_and_tracked(tmp_path):
+    # every file of a finished two-row run, each newer than what it was made from
+    work = tmp_path / "w"
+    for row in ("default", "sep-l1-6"):
+        (work / "dynamics" / "models" / row / "en-fr").mkdir(parents=True)
+        (work / "dynamics" / "models" / row / "en-fr" / "finished").write_text("")
+    commands(work, "reproduce-dynamics")   # records the rows, as the finished run did
+    for path in ("track/tracked.stamp", "report/dynamics.md"):
+        (work / "dynamics" / path).parent.mkdir(parents=True, exist_ok=True)
+        (work / "dynamics" / path).write_text("")
+    assert [line for line in commands(work, "reproduce-dynamics") if "xlt " in line] == []
+
+    # with `.SECONDARY:` the missing run would stay unbuilt behind the up-to-date stamp
+    lines = commands(work, "DYNAMICS_ROWS=default sep-l1-6 sep-l1-3", "reproduce-dynamics")
+    [pretrain] = xlt_commands(lines, "pretrain")
+    assert f"--run-dir {work}/dynamics/models/sep-l1-3/en-fr " in pretrain
+    [track] = xlt_commands(lines, "track")
+    assert f'--run {work}/dynamics/models/sep-l1-3/en-fr --label "Sep L1-3"' in track
+    assert len(xlt_commands(lines, "report")) == 1

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import time
+from pathlib import Path
 
-from test_makefile import _touch_in_order, dry_run, xlt_commands
+from test_makefile import LEAKING, REPO, _touch_in_order, any_xlt_command, dry_run, xlt_commands
 
 THREE = "12,156,78"
 
@@ -63,3 +65,22 @@ def test_seeds_added_to_a_finished_run_re_run_that_task_only(tmp_path):
     rerun = xlt_commands(again, "finetune")
     assert len(rerun) == 2 and all(" ner " in line and "--seeds 12,156,78,37 " in line for line in rerun)
     assert os.path.getmtime(work / "settings" / "seeds-xnli") < os.path.getmtime(work / "settings" / "seeds-ner")
+
+
+def test_a_pretraining_seed_added_to_a_finished_table_is_pretrained_and_fine_tuned(tmp_path):
+    work = tmp_path / "w"
+    dry_run(work, "SCALE=demo", "reproduce-table1")   # records the settings, as the finished run did
+    env = {k: v for k, v in os.environ.items() if k not in LEAKING}
+    results = subprocess.run(["make", "-s", f"W={work}", "SCALE=demo", "--eval", "results: ; @echo $(TABLE1_RESULTS)",
+                              "results"], cwd=REPO, capture_output=True, text=True, check=True, env=env).stdout.split()
+    _touch_in_order([*sorted((work / "settings").iterdir()), *map(Path, results), work / "report" / "table1.md"],
+                    seconds_ago=1000)
+    assert any_xlt_command(dry_run(work, "SCALE=demo", "reproduce-table1")) == []
+
+    # with `.SECONDARY:` the new seed's models and cells would stay unbuilt behind the finished report
+    lines = joined(dry_run(work, "SCALE=demo", "PRETRAIN_SEEDS_fr=0 1", "PRETRAIN_SEED_TASKS=ner", "reproduce-table1"))
+    pretrained = [re.search(r"--run-dir \S+/models/(\S+) ", line).group(1) for line in xlt_commands(lines, "pretrain")]
+    assert pretrained and all(model.endswith("/en-fr-seed1") for model in pretrained)
+    tuned = [re.search(r"-o \S+/table1/(\S+)", line).group(1) for line in xlt_commands(lines, "finetune")]
+    assert sorted(tuned) == sorted(model.replace("en-fr-seed1", "en-fr-seed1/ner") for model in pretrained)
+    assert len(xlt_commands(lines, "report table1")) == 1
