@@ -80,8 +80,10 @@ ANALYSIS_LANGS ?= fr de ru zh
 # $(call setting,NAME,VALUE) -> $(W)/settings/NAME, a file holding VALUE, rewritten only when VALUE
 # changes. A table that lists it as a prerequisite is remade when the setting changes; missing
 # (secondary) inputs alone would not remake it, so a language added to LANGS later would never
-# reach the table. Use it as $$(call setting,...): secondary expansion runs it only for the targets
-# make considers.
+# reach the table. Use it as $$(call setting,...) (secondary expansion). GNU make 4.3 expands it for
+# every rule, whatever the goal, so any make run records the values it was given: a run of another
+# goal with other values makes the next run of a table remake that table (cheap: finished
+# fine-tuning runs are found, not trained again).
 setting = $(shell f=$(W)/settings/$(1); mkdir -p $(W)/settings; [ "$$(cat $$f 2>/dev/null)" = "$(2)" ] || echo "$(2)" > $$f; echo $$f)
 MAKEFLAGS += -j$(JOBS) --output-sync=line
 export OMP_NUM_THREADS := $(THREADS)

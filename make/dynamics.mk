@@ -51,7 +51,7 @@ DYN_DATA = $(W)/parallel/xnli-dev.en.txt $(W)/parallel/xnli-dev.$(DYNAMICS_LANG)
 # later would otherwise stay unpretrained behind an up-to-date stamp (xlt track then adds only its
 # records).
 $(DYN)/track/tracked.stamp: $(foreach run,$(DYN_RUNS),$(run)/finished) $(DYN_DATA) \
-                            $$(call setting,dynamics-runs,$(DYNAMICS_ROWS) $(DYNAMICS_LANG))
+                            $$(call setting,dynamics-runs,$(sort $(DYNAMICS_ROWS)) $(DYNAMICS_LANG))
 	$(XLT) track $(foreach r,$(DYNAMICS_ROWS),--run $(DYN)/models/$(r)/en-$(DYNAMICS_LANG) --label "$(LABEL_$(r))") \
 	  --device $(DEVICE) --parallel $(wordlist 1,2,$(DYN_DATA)) --dictionary $(word 3,$(DYN_DATA)) \
 	  --tatoeba $(wordlist 4,5,$(DYN_DATA)) --word-corpus $(wordlist 6,7,$(DYN_DATA)) \

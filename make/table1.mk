@@ -202,9 +202,11 @@ TABLE1_MODELS  := $(foreach r,$(TABLE1_ROWS),$(foreach l,$(LANGS),$(call table1_
 prepare-table1: $(sort $(foreach m,$(patsubst $(W)/models/%/finished,%,$(TABLE1_MODELS)),$(call row_data,$(m))/stores.stamp))
 pretrain-table1: $(TABLE1_MODELS)
 
-# The cells are a setting: with `.SECONDARY:` a cell added later (a pretraining seed, a row) would
-# otherwise stay unbuilt behind a report newer than everything it was made from.
-$(W)/report/table1.md: $(TABLE1_RESULTS) $$(call setting,langs,$(LANGS)) $$(call setting,table1-cells,$(TABLE1_CELLS))
+# The cells are a setting (relative to $(W), so another spelling of W changes nothing): with
+# `.SECONDARY:` a cell added later (a pretraining seed, a row) would otherwise stay unbuilt behind a
+# report newer than everything it was made from.
+$(W)/report/table1.md: $(TABLE1_RESULTS) $$(call setting,langs,$(LANGS)) \
+                       $$(call setting,table1-cells,$(patsubst $(W)/%,%,$(TABLE1_CELLS)))
 	$(XLT) report table1 --results-dir $(W)/table1 --langs $(call comma_list,$(LANGS)) -o $(W)/report > /dev/null
 
 reproduce-table1: $(W)/report/table1.md

@@ -179,26 +179,32 @@ def write_separated_ner(root: Path, scores: dict[str, float], spread: float = 1.
     write_baselines(root / "baselines" / "en-fake" / "ner.json", "ner", {"en": ("baseline", 20.0), "fake": ("baseline", 0.0)})
 
 
-def test_a_link_from_a_row_that_transfers_almost_nothing_is_left_out_of_more_separation(tmp_path):
-    # Sep Emb (2.5) has almost nothing over the baseline's 0 for the rows below it to lose, so its
-    # links stay within the noise however many seeds are run; the claim is read on Sep L1-3 > Sep L1-6
+def test_an_undecided_link_between_two_rows_at_the_floor_is_left_out_of_more_separation(tmp_path):
+    # the Sep Emb rows (2.0-3.0) transfer next to nothing over the baseline's 0: their differences are
+    # noise, not separation, so the claim is read on Sep L1-3 > Sep L1-6
     base = {"default": 25.0, "control": 5.0, "sep-l1-3": 12.0, "sep-l1-6": 3.0,
             "sep-emb": 2.5, "sep-emb+l1-3": 2.0, "sep-emb+l1-6": 3.0}
     claim = "Fake-English: More separation hurts more"
-    write_separated_ner(tmp_path / "floor", base)
-    more = finding(table1.build(str(tmp_path / "floor"), ["fake"]), claim)
+
+    def verdict(name: str, scores: dict, spread: float = 1.0):
+        write_separated_ner(tmp_path / name, scores, spread)
+        return finding(table1.build(str(tmp_path / name), ["fake"]), claim)
+
+    more = verdict("floor", base)
     assert more.verdict == HOLDS
-    assert ("left out: ner sep-emb > sep-emb+l1-3 (sep-emb only +2.5 above the best trivial baseline, under 5: "
-            "too little transfer left to lose)") in more.detail
-    assert "left out: ner sep-emb+l1-3 > sep-emb+l1-6 (sep-emb+l1-3 only +2.0" in more.detail
+    assert "left out: ner sep-emb vs sep-emb+l1-3 (both under 5 over the best trivial baseline: +2.5, +2.0)" in more.detail
+    assert "left out: ner sep-emb+l1-3 vs sep-emb+l1-6 (both under 5 over the best trivial baseline: +2.0, +3.0)" in more.detail
     assert "sep-l1-3 - sep-l1-6: +9.0, 2 SE 1.6" in more.detail
 
     # Sep L1-3 at the floor too: nothing is left to decide on, and the verdict says why
-    write_separated_ner(tmp_path / "none", {**base, "sep-l1-3": 3.5})
-    more = finding(table1.build(str(tmp_path / "none"), ["fake"]), claim)
-    assert more.verdict == INCONCLUSIVE and "every link starts at the floor" in more.detail
+    more = verdict("none", {**base, "sep-l1-3": 3.5})
+    assert more.verdict == INCONCLUSIVE and "every link is between two rows at the floor" in more.detail
 
-    # a link reversed beyond the noise refutes the claim, however little its upper row transfers
-    write_separated_ner(tmp_path / "reversed", {**base, "sep-emb+l1-3": 12.0})
-    more = finding(table1.build(str(tmp_path / "reversed"), ["fake"]), claim)
-    assert more.verdict == FAILS and "sep-emb 2.5 > sep-emb+l1-3 12.0" in more.detail
+    # a row at the floor above one that is not: the link is no tie at the floor, and stays undecided
+    more = verdict("above", {**base, "sep-l1-3": 2.5, "sep-l1-6": 14.0}, spread=12.0)
+    assert more.verdict == INCONCLUSIVE and "left out: ner sep-l1-3 vs sep-l1-6" not in more.detail
+    # links decided either way count, however little their rows transfer
+    more = verdict("decided", {**base, "sep-emb": 4.5, "sep-emb+l1-3": 0.5, "sep-emb+l1-6": 0.2}, spread=0.1)
+    assert more.verdict == HOLDS and "left out: ner sep-emb vs" not in more.detail
+    more = verdict("reversed", {**base, "sep-emb+l1-3": 4.5}, spread=0.5)
+    assert more.verdict == FAILS and "sep-emb 2.5 > sep-emb+l1-3 4.5" in more.detail
