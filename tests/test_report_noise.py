@@ -207,4 +207,4 @@ def test_an_undecided_link_between_two_rows_at_the_floor_is_left_out_of_more_sep
     more = verdict("decided", {**base, "sep-emb": 4.5, "sep-emb+l1-3": 0.5, "sep-emb+l1-6": 0.2}, spread=0.1)
     assert more.verdict == HOLDS and "left out: ner sep-emb vs" not in more.detail
     more = verdict("reversed", {**base, "sep-emb+l1-3": 4.5}, spread=0.5)
-    assert more.verdict == FAILS and "sep-emb 2.5 > sep-emb+l1-3 4.5" in more.detail
+    assert more.verdict == FAILS and "sep-emb 2.5 <= sep-emb+l1-3 4.5 > sep-emb+l1-6 3.0" in more.detail

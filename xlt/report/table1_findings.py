@@ -139,8 +139,11 @@ def deeper_separation_hurts(values: Values, floor: Floor = BY_CHANCE, noise: Opt
             means = [task_mean(values, row, task, langs) for row in chain]
             steps = [estimate(values, noise, row_terms(task, langs, (1, a), (-1, b))) for a, b in zip(chain, chain[1:])]
             scores = [f"{r} {m:.1f}" for r, m in zip(chain, means)]
-            text = " > ".join(scores) + "".join(f" ({a} - {b}: {e.beside(f'{e.value:+.1f}')})"
-                                                for a, b, e in zip(chain, chain[1:], steps) if not e.exact)
+            # the signs as the means stand, so a chain that does not decrease does not read as if it did
+            text = scores[0] + "".join(f" {'>' if x > y else '<='} {score}"
+                                       for x, y, score in zip(means, means[1:], scores[1:]))
+            text += "".join(f" ({a} - {b}: {e.beside(f'{e.value:+.1f}')})"
+                            for a, b, e in zip(chain, chain[1:], steps) if not e.exact)
             compared.append(f"{task}: {text}")
             for a, b, e in zip(chain, chain[1:], steps):
                 # a link decided either way counts; an undecided one between two rows at the floor is no finding
