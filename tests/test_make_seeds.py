@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import time
 from pathlib import Path
 
-from test_makefile import LEAKING, REPO, _touch_in_order, any_xlt_command, dry_run, xlt_commands
+from test_makefile import _touch_in_order, any_xlt_command, dry_run, make_words, xlt_commands
 
 THREE = "12,156,78"
 
@@ -70,9 +69,7 @@ def test_seeds_added_to_a_finished_run_re_run_that_task_only(tmp_path):
 def test_a_pretraining_seed_added_to_a_finished_table_is_pretrained_and_fine_tuned(tmp_path):
     work = tmp_path / "w"
     dry_run(work, "SCALE=demo", "reproduce-table1")   # records the settings, as the finished run did
-    env = {k: v for k, v in os.environ.items() if k not in LEAKING}
-    results = subprocess.run(["make", "-s", f"W={work}", "SCALE=demo", "--eval", "results: ; @echo $(TABLE1_RESULTS)",
-                              "results"], cwd=REPO, capture_output=True, text=True, check=True, env=env).stdout.split()
+    results = make_words(work, "$(TABLE1_RESULTS)", "SCALE=demo")
     _touch_in_order([*sorted((work / "settings").iterdir()), *map(Path, results), work / "report" / "table1.md"],
                     seconds_ago=1000)
     assert any_xlt_command(dry_run(work, "SCALE=demo", "reproduce-table1")) == []

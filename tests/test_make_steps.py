@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from test_make_dynamics import commands
-from test_makefile import LEAKING, REPO, english_corpus, xlt_commands
+from test_makefile import LEAKING, REPO, english_corpus, make_words, xlt_commands
 
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="GNU make is not installed")
 
@@ -97,9 +97,8 @@ def test_a_longer_curve_resumes_the_run_and_fine_tunes_only_the_new_snapshots(tm
     fake.chmod(0o755)
     env = {k: v for k, v in os.environ.items() if k not in LEAKING}
     # What the curve reads besides its own run: made here, and never remade (-o: "treat as very old").
-    inputs = subprocess.run(["make", "-s", f"W={work}", "--eval", "inputs: ; @echo $(call row_data,default/en-fake)/"
-                             "stores.stamp $(foreach t,xnli ner parse,$(call $(t)_files,fake)) $(CURVE_REFERENCES)",
-                             "inputs"], cwd=REPO, capture_output=True, text=True, env=env, check=True).stdout.split()
+    inputs = make_words(work, "$(call row_data,default/en-fake)/stores.stamp "
+                              "$(foreach t,xnli ner parse,$(call $(t)_files,fake)) $(CURVE_REFERENCES)")
     for path in map(Path, inputs):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.touch()

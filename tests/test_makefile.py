@@ -31,6 +31,14 @@ def dry_run(work, *args: str) -> list[str]:
     return proc.stdout.splitlines()
 
 
+def make_words(work, expression: str, *args: str) -> list[str]:
+    """The words of a make ``expression`` (e.g. ``$(TABLE1_RESULTS)``) as the Makefile expands it."""
+    env = {k: v for k, v in os.environ.items() if k not in LEAKING}
+    proc = subprocess.run(["make", "-s", f"W={work}", *args, "--eval", f"words: ; @echo {expression}", "words"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120, env=env, check=True)
+    return proc.stdout.split()
+
+
 def xlt_commands(lines: list[str], subcommand: str) -> list[str]:
     return [line for line in lines if re.search(rf"\bxlt {subcommand}\b", line)]
 

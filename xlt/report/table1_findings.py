@@ -145,15 +145,15 @@ def deeper_separation_hurts(values: Values, floor: Floor = BY_CHANCE, noise: Opt
             text += "".join(f" ({a} - {b}: {e.beside(f'{e.value:+.1f}')})"
                             for a, b, e in zip(chain, chain[1:], steps) if not e.exact)
             compared.append(f"{task}: {text}")
-            for a, b, e in zip(chain, chain[1:], steps):
+            decided = [judge(e) for e in steps]
+            for a, b, verdict in zip(chain, chain[1:], decided):
                 # a link decided either way counts; an undecided one between two rows at the floor is no finding
-                rooms = [near_floor(values, row, task, langs, floor) for row in (a, b)]
-                if judge(e) is None and None not in rooms:
+                if verdict is None and None not in (rooms := [near_floor(values, r, task, langs, floor) for r in (a, b)]):
                     usable.skipped.append(f"left out: {task} {a} vs {b} (both under {MIN_MARGIN:g} over {floor.name}: "
                                           f"{rooms[0]:+.1f}, {rooms[1]:+.1f})")
                     continue
-                links.append((f"{task} {a} > {b}", judge(e)))
-            if any(judge(e) is False for e in steps):
+                links.append((f"{task} {a} > {b}", verdict))
+            if False in decided:
                 shown = ", ".join(scores) if noise is None else text   # with noise: each step's margin and 2 SE
                 broken.append(f"{task}: {shown} (not decreasing)")
     usable.require(compared)
