@@ -17,7 +17,7 @@ help:
 	@echo "make data             fetch and check every data set (XLT_DATA_MIRROR or official URLs)"
 	@echo "make bench            run the benchmarks under bench/ and print figures"
 	@echo "make demo             en-fr text pipeline and a Default-row pretraining run (SCALE=smoke|demo|cpu|gpu|paper)"
-	@echo "make reproduce-table1 Wu et al. Table 1: 10 rows x en-fr (LANGS=\"fr ru zh\": all; LANGS=fake: Fake-English), XNLI + NER + parsing"
+	@echo "make reproduce-table1 Wu et al. Table 1: 10 rows x en-fr (LANGS=\"fr ru zh\": all; LANGS=fake: Fake-English; \"fake fakeperm\": with its words permuted too), XNLI + NER + parsing"
 	@echo "make reproduce-figure7 / reproduce-alignment / reproduce-liu-table2 / reproduce-liu-table4 / reproduce-all"
 	@echo "make reproduce-liu-figures  Liu et al. Figures 1-4 + MRR by POS: BERT vs Word2Vec/GloVe, 2 data sizes (LIU_LANGS)"
 	@echo "  MODEL=hf:NAME|DIR    reproduce-liu-table2/4 of that model, nothing pretrained (docs/hf.md)"

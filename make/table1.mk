@@ -36,7 +36,10 @@ ROW_sep-l1-6        := union      sep-l1-6
 PRETRAIN := $(if $(TORCHRUN),$(TORCHRUN) xlt,$(XLT)) pretrain
 # $(call pair_setting,NAME): NAME_<L> where a scale sets one for the pair's target language L (the
 # stem of a model rule is <row>/en-<L>), else NAME. Fake-English's recipe differs: scales/demo.mk.
-pair_setting = $(or $($(1)_$(call target_of,$*)),$($(1)))
+# Permuted Fake-English (fakeperm) is fake's control: it takes fake's settings where it has none.
+SETTINGS_OF_fakeperm := fake
+pair_setting = $(call setting_of,$(1),$(call target_of,$*))
+setting_of = $(or $($(1)_$(2)),$($(1)_$(SETTINGS_OF_$(2))),$($(1)))
 PRETRAIN_ARGS = --preset $(PRESET) --batch-size $(BATCH) --stream-len $(STREAM_LEN) \
   --max-steps $(call pair_setting,STEPS) \
   --warmup-steps $(WARMUP) --lr $(LR) --eval-every $(EVAL_EVERY) --save-every $(SAVE_EVERY) \
@@ -51,7 +54,7 @@ LANG_EMBEDDINGS ?= 1
 # (the same data and arguments). The report reads a row's models as draws of one architecture, and
 # decides a finding only beyond their spread (xlt/report/noise.py). A scale sets PRETRAIN_SEEDS_<L>.
 PRETRAIN_SEEDS ?= 0
-pretrain_seeds = $(or $(PRETRAIN_SEEDS_$(1)),$(PRETRAIN_SEEDS))
+pretrain_seeds = $(call setting_of,PRETRAIN_SEEDS,$(1))
 # $(call pair_dir,L,SEED) -> en-<L>, or en-<L>-seed<SEED> for a later seed
 pair_dir = en-$(1)$(if $(filter-out 0,$(2)),-seed$(2))
 # $(call target_of,STEM) and $(call seed_of,STEM): L and the seed of a stem <row>/en-<L>[-seed<k>]
@@ -95,6 +98,7 @@ UD_ru ?= ru_gsd
 UD_zh ?= zh_gsdsimp
 UD_de ?= de_gsd
 UD_fake ?= fake_ewt
+UD_fakeperm ?= fakeperm_ewt
 ud_file = $(T)/ud/$(UD_$(1))/$(UD_$(1))-ud-$(2).conllu
 XNLI_TRAIN ?= nli/mnli/mnli_20k.tsv
 xnli_files  = $(T)/$(XNLI_TRAIN) $(T)/xnli/dev-en.tsv $(T)/xnli/test-en.tsv $(T)/xnli/dev-$(1).tsv $(T)/xnli/test-$(1).tsv
@@ -102,11 +106,18 @@ ner_target  = $(if $(filter zh,$(1)),$(T)/ner/msra/dev $(T)/ner/msra/test,$(T)/n
 ner_files   = $(T)/ner/wikiann/en/train $(T)/ner/wikiann/en/dev $(T)/ner/wikiann/en/test $(call ner_target,$(1))
 parse_files = $(foreach s,train dev test,$(call ud_file,en,$(s))) $(call ud_file,$(1),dev) $(call ud_file,$(1),test)
 
-# Fake-English's test and dev sets: English's (the same sample) through the mapping, labels kept.
-fake_task = mkdir -p $(@D) && $(XLT) -q fake-english --format $(1) $< -o $@
+# Fake-English's test and dev sets: English's (the same sample) through the mapping, labels kept;
+# permuted Fake-English's with each sentence's words permuted too (entities whole, heads renumbered).
+fake_task = mkdir -p $(@D) && $(XLT) -q fake-english --format $(1) $(2) $< -o $@
 $(T)/xnli/dev-fake.tsv $(T)/xnli/test-fake.tsv: $(T)/xnli/%-fake.tsv: $(T)/xnli/%-en.tsv ; $(call fake_task,xnli)
 $(T)/ner/wikiann/fake/dev $(T)/ner/wikiann/fake/test: $(T)/ner/wikiann/fake/%: $(T)/ner/wikiann/en/% ; $(call fake_task,wikiann)
 $(call ud_file,fake,dev) $(call ud_file,fake,test): $(call ud_file,fake,%): $(call ud_file,en,%) ; $(call fake_task,conllu)
+$(T)/xnli/dev-fakeperm.tsv $(T)/xnli/test-fakeperm.tsv: $(T)/xnli/%-fakeperm.tsv: $(T)/xnli/%-en.tsv
+	$(call fake_task,xnli,--permute-words)
+$(T)/ner/wikiann/fakeperm/dev $(T)/ner/wikiann/fakeperm/test: $(T)/ner/wikiann/fakeperm/%: $(T)/ner/wikiann/en/%
+	$(call fake_task,wikiann,--permute-words)
+$(call ud_file,fakeperm,dev) $(call ud_file,fakeperm,test): $(call ud_file,fakeperm,%): $(call ud_file,en,%)
+	$(call fake_task,conllu,--permute-words)
 
 # ---- fine-tuning: the stem is <row>/en-<L>[-seed<k>]; the English test set comes from --data-dir ----
 # Seeds per task (a scale sets them where a task is cheap enough for more than FT_SEEDS): the report
@@ -172,8 +183,10 @@ NA_FAKE := not applicable to Fake-English:
 NA_wiki-cc_fake         := $(NA_FAKE) Wiki-CC swaps the target's Wikipedia for web text, and Fake-English has no text of its own
 NA_default-anchors_fake := $(NA_FAKE) anchors are strings both vocabularies share, and Fake-English shares none with English, so this row is Default with per-language BPE
 NA_no-anchors_fake      := $(NA_FAKE) removing shared strings removes nothing when there are none, so this row is Default anchors, itself not applicable
+# K et al.'s word-order control is one row: Default with the target's words permuted.
+NA_ONLY_DEFAULT_fakeperm := the word-order control is Default's alone (K et al. 2020): the other rows are run on fake
 # $(call cell_gap,ROW,L): the reason, or empty where the cell can be computed
-cell_gap = $(or $(NA_$(1)_$(2)),$(and $(filter wiki-cc,$(1)),$(if $(CORPUS_cc-$(2)),,$(or $(GAP_cc-$(2)),no web corpus))))
+cell_gap = $(or $(NA_$(1)_$(2)),$(and $(filter-out default,$(1)),$(NA_ONLY_DEFAULT_$(2))),$(and $(filter wiki-cc,$(1)),$(if $(CORPUS_cc-$(2)),,$(or $(GAP_cc-$(2)),no web corpus))))
 $(W)/table1/%/missing.json:
 	@mkdir -p $(@D)
 	printf '{"reason": "%s"}\n' "$(call cell_gap,$(patsubst %/,%,$(dir $*)),$(call target_of,$*))" > $@.tmp && mv $@.tmp $@

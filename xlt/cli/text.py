@@ -86,10 +86,16 @@ FAKE_FORMATS = ("text", "xnli", "wikiann", "conllu", "dictionary")
                    "[en:]word<TAB>tag lines (written without the language prefix); conllu: FORM, LEMMA and "
                    "'# text =' lines; dictionary: each line's first word -> 'word twin' (the identity "
                    "dictionary English -> Fake-English). Labels, tags, ids and heads are kept.")
+@click.option("--permute-words", is_flag=True,
+              help="K et al.'s word-order control (language code `fakeperm`): permute the words of each "
+                   "sentence too (text, xnli: within sentences; wikiann: entities move whole; conllu: heads "
+                   "renumbered). Not for dictionaries.")
+@click.option("--permutation-seed", type=int, default=0, show_default=True,
+              help="With --permute-words: the seed each sentence's permutation is drawn from (with its text).")
 @click.argument("input_path", metavar="[INPUT]", default="-")
 @click.option("--output", "-o", "output_path", type=OutputPath(), default="-", metavar="FILE",
               help="Output file (default: stdout).")
-def fake_english(fmt: str, input_path: str, output_path: str) -> None:
+def fake_english(fmt: str, permute_words: bool, permutation_seed: int, input_path: str, output_path: str) -> None:
     """Fake-English: English text or task data with every character replaced by a twin of its own.
 
     Every non-whitespace character c becomes chr(0xF0000 + ord(c)) (Unicode's private plane
@@ -104,9 +110,12 @@ def fake_english(fmt: str, input_path: str, output_path: str) -> None:
       xlt fake-english --format xnli data/xnli/test-en.tsv -o test-fake.tsv
       xlt fake-english --format conllu en_ewt-ud-test.conllu -o fake-ud-test.conllu
       xlt fake-english --format dictionary en-fr.0-5000.txt -o en-fake.txt   # word -> its twin
+      xlt fake-english --permute-words raw/en.part2.txt -o raw/fakeperm.train   # words permuted too
     """
     from xlt.text.fake import fake_file
 
-    lines = fake_file(input_path, output_path, fmt)
+    if permute_words and fmt == "dictionary":
+        raise click.UsageError("--permute-words has no meaning for a dictionary (one word a line)")
+    lines = fake_file(input_path, output_path, fmt, permutation_seed if permute_words else None)
     log.info(f"fake-english: {lines:,} lines")
 

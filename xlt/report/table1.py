@@ -30,6 +30,7 @@ from xlt.report.table1_cells import (NOISE, SOURCE, Row, baseline_names, collect
 # The findings' constants and helpers are part of this module's interface (liu.py and the tests use them).
 from xlt.report.table1_findings import (BASELINES, CHANCE, CONTROL, FEW_POINTS, MIN_MARGIN, TASKS,  # noqa: F401
                                         EnglishScores, Values, findings, mean)
+from xlt.text.word_order import PERMUTED
 
 AVERAGE = "Δ"
 
@@ -92,11 +93,13 @@ def english_table(rows: Sequence[Row], readings: dict, values: Values, languages
 def build(results_dir: str, languages: Sequence[str], numbers: Optional[dict] = None) -> ReportTable:
     """Table 1 (the paper's ten rows in its order, plus the two references) with the English table
     and the findings; the Fake-English pair (``fake`` among ``languages``) in a table of its own
-    after them, or alone (:mod:`xlt.report.table1_fake`)."""
+    after them, or alone (:mod:`xlt.report.table1_fake`), with K et al.'s word-order control where
+    ``fakeperm`` is among them too."""
     data = numbers or paper_numbers.load()
     rows = table_rows(paper_numbers.table1_rows(data))
-    real = [lang for lang in languages if lang != table1_fake.FAKE]
-    fake = table1_fake.build(results_dir, rows) if len(real) < len(languages) else None
+    twins = (table1_fake.FAKE, PERMUTED)
+    real = [lang for lang in languages if lang not in twins]
+    fake = table1_fake.build(results_dir, rows, word_order=PERMUTED in languages) if len(real) < len(languages) else None
     if not real:
         return fake
     table = real_pairs(results_dir, rows, real, data)

@@ -33,6 +33,7 @@ from xlt.report.table1_cells import (NOISE, Row, baseline_names, collect, freezi
 from xlt.report.table1_findings import (BASELINES, CONTROL, TASKS, TIE, EnglishScores, Floor, Values,
                                         deeper_separation_hurts, extra_anchors_help, gated, sep_emb_l16_collapses,
                                         transfers, unlearned)
+from xlt.report import table1_word_order
 from xlt.report.table1_scores import relative_transfer
 from xlt.text.fake import FAKE
 
@@ -123,8 +124,9 @@ def findings(values: Values, english: EnglishScores, noise: Optional[Noise] = No
 
 
 # ---- the table ---------------------------------------------------------------------------------------
-def build(results_dir: str, rows: Sequence[Row]) -> ReportTable:
-    """The pair's table (Table 1's rows) with its findings."""
+def build(results_dir: str, rows: Sequence[Row], word_order: bool = False) -> ReportTable:
+    """The pair's table (Table 1's rows) with its findings; with ``word_order``, K et al.'s control
+    after them (:mod:`xlt.report.table1_word_order`)."""
     values, readings, english, english_readings = collect(results_dir, rows, [FAKE])
     table = ReportTable(name="table1", title="Fake-English (K et al. 2020): zero-shot transfer from English to its "
                         "twin that shares no token with it", stub="Model",
@@ -144,8 +146,10 @@ def build(results_dir: str, rows: Sequence[Row]) -> ReportTable:
         "English, 0 = no better than a model-free rule. No paper prints these numbers.", NOISE]
     if remark := lang_embeddings_remark(readings, rows):
         table.remarks.append(remark)
+    noise = noise_of(readings, SINGLE_SEED_SD)
     table.findings = findings(values, EnglishScores(english, baseline_names(english_readings),
                                                     frozen_more(english_readings),
-                                                    noise_of(english_readings, SINGLE_SEED_SD_ENGLISH)),
-                              noise_of(readings, SINGLE_SEED_SD))
+                                                    noise_of(english_readings, SINGLE_SEED_SD_ENGLISH)), noise)
+    if word_order:
+        table1_word_order.add_rows(table, results_dir, rows, values, english, noise)
     return table

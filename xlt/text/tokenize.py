@@ -46,7 +46,7 @@ from xlt.utils.textio import atomic_output, read_json, read_lines, write_json
 #: Languages segmented by jieba instead of the Moses tokenizer.
 JIEBA_LANGUAGES = frozenset({"zh"})
 #: Fake-English (xlt.text.fake): tokenized by English's rules on its English original.
-FAKE_LANGUAGES = frozenset({"fake"})
+FAKE_LANGUAGES = frozenset({"fake", "fakeperm"})
 
 
 @functools.lru_cache(maxsize=None)

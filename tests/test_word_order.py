@@ -1,0 +1,133 @@
+"""K et al.'s word-order control (xlt.text.word_order, `xlt fake-english --permute-words`, language
+`fakeperm`): each sentence's words permuted, nothing else changed; labels, entities and arcs kept."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import conllu
+from conftest import assert_one_line_error, run_xlt
+
+from xlt.finetune.ner import read_tagged
+from xlt.text.fake import fake_file, to_english, to_fake
+from xlt.text.tokenize import Tokenizer
+from xlt.text.word_order import permute_text, sentences
+
+PARAGRAPH = ("The land on which the street lies was part of an estate. It was sold in 1949 by the Vera family! "
+             "\"Why?\" asked the mayor, who wanted a new road through it.")
+CONLLU = """# sent_id = s1
+# text = I don't see the big dog.
+1\tI\tI\tPRON\tPRP\t_\t4\tnsubj\t4:nsubj\t_
+2-3\tdon't\t_\t_\t_\t_\t_\t_\t_\t_
+2\tdo\tdo\tAUX\tVBP\t_\t4\taux\t4:aux\t_
+3\tn't\tnot\tPART\tRB\t_\t4\tadvmod\t4:advmod\t_
+4\tsee\tsee\tVERB\tVB\t_\t0\troot\t0:root\t_
+5\tthe\tthe\tDET\tDT\t_\t7\tdet\t7:det\t_
+6\tbig\tbig\tADJ\tJJ\t_\t7\tamod\t7:amod\t_
+7\tdog\tdog\tNOUN\tNN\t_\t4\tobj\t4:obj\tSpaceAfter=No
+8\t.\t.\tPUNCT\t.\t_\t4\tpunct\t4:punct\t_
+
+# sent_id = s2
+1\tDogs\tdog\tNOUN\tNNS\t_\t2\tnsubj\t_\t_
+2\tbark\tbark\tVERB\tVBP\t_\t0\troot\t_\t_
+
+"""
+TAGGED = ("en:John\tB-PER\nen:Smith\tI-PER\nen:visited\tO\nen:New\tB-LOC\nen:York\tI-LOC\nen:City\tI-LOC\n"
+          "en:and\tO\nen:Paris\tB-LOC\nen:with\tO\nen:the\tO\nen:UN\tB-ORG\nen:.\tO\n\n"
+          "en:Alone\tO\nen:here\tO\n")
+
+
+def test_words_are_permuted_within_each_sentence_only():
+    cut = sentences(PARAGRAPH.split())
+    assert [" ".join(run) for run in cut] == [
+        "The land on which the street lies was part of an estate.", "It was sold in 1949 by the Vera family!",
+        "\"Why?\" asked the mayor, who wanted a new road through it."]
+    out = permute_text(PARAGRAPH, seed=0).split()
+    start = 0
+    for run in cut:     # each sentence keeps its place and its words, in another order
+        assert Counter(out[start:start + len(run)]) == Counter(run)
+        start += len(run)
+    assert out != PARAGRAPH.split()
+    assert permute_text(PARAGRAPH, seed=0) == permute_text(PARAGRAPH, seed=0) != permute_text(PARAGRAPH, seed=1)
+    # a sentence is permuted alike wherever it stands: the draw depends on its text alone
+    first = " ".join(cut[0])
+    assert permute_text(first + " More here.", 0).split()[:len(cut[0])] == permute_text(first, 0).split()
+
+
+def test_permuted_fake_english_is_fake_english_of_the_permuted_words(tmp_path):
+    source = tmp_path / "en.txt"
+    source.write_text(PARAGRAPH + "\n\n" + "Short one .\n")
+    run_xlt("fake-english", "--permute-words", source, "-o", tmp_path / "perm.txt", check=True)
+    lines = (tmp_path / "perm.txt").read_text().splitlines()
+    assert lines == [to_fake(permute_text(PARAGRAPH, 0)), "", to_fake(permute_text("Short one .", 0))]
+    # the language code fakeperm tokenizes as Fake-English does: by English's rules on the original
+    assert Tokenizer("fakeperm").tokenize(lines[0]) == to_fake(Tokenizer("en").tokenize(to_english(lines[0])))
+
+
+def test_conllu_keeps_every_arc_and_label_with_words_renumbered(tmp_path):
+    source, out = tmp_path / "en.conllu", tmp_path / "perm.conllu"
+    source.write_text(CONLLU)
+    fake_file(source, out, "conllu", permute_seed=0)
+    before, after = conllu.parse(CONLLU), conllu.parse(to_english(out.read_text()))
+    assert len(after) == 2
+    for old, new in zip(before, after):
+        words = [t for t in old if isinstance(t["id"], int)]
+        assert [t["id"] for t in new] == list(range(1, len(words) + 1))      # the range line 2-3 is dropped
+        form = {t["id"]: t["form"] for t in new}
+
+        def arcs(sentence, form_of):
+            return Counter((form_of[t["id"]], form_of.get(t["head"], "ROOT"), t["deprel"]) for t in sentence
+                           if isinstance(t["id"], int))
+        assert arcs(new, form) == arcs(words, {t["id"]: t["form"] for t in words})
+        assert all(t["deps"] is None and t["misc"] is None for t in new)
+        assert [t["upos"] for t in sorted(new, key=lambda t: t["form"])] == \
+            [t["upos"] for t in sorted(words, key=lambda t: t["form"])]
+    assert after[0].metadata["text"] == " ".join(t["form"] for t in after[0])
+    assert [t["form"] for t in after[0]] != [t["form"] for t in before[0] if isinstance(t["id"], int)]
+
+
+def test_entities_move_whole_and_every_tag_is_kept(tmp_path):
+    source, out = tmp_path / "en", tmp_path / "perm"
+    source.write_text(TAGGED)
+    run_xlt("fake-english", "--format", "wikiann", "--permute-words", source, "-o", out, check=True)
+    (original, alone), after = [(s.words, s.tags) for s in read_tagged(source)], read_tagged(out)
+    moved, alone_after = [([to_english(w) for w in s.words], s.tags) for s in after]
+
+    def entities(words, tags):
+        spans, current = [], None
+        for word, tag in zip(words, tags):
+            if tag.startswith("B-"):
+                current = [tag[2:], word]
+                spans.append(current)
+            elif tag.startswith("I-"):
+                current.append(word)
+        return Counter(" ".join(span) for span in spans)
+    assert entities(*moved) == entities(*original) == Counter(
+        ["PER John Smith", "LOC New York City", "LOC Paris", "ORG UN"])
+    assert Counter(zip(*moved)) == Counter(zip(*original)) and moved[0] != original[0]
+    assert sorted(alone_after[0]) == sorted(alone[0])
+
+
+def test_xnli_permutes_premise_and_hypothesis_and_keeps_the_label(tmp_path):
+    source, out = tmp_path / "en.tsv", tmp_path / "perm.tsv"
+    source.write_text("A man in a red coat sleeps on the bench.\tSomeone rests outside today.\tentailment\n")
+    fake_file(source, out, "xnli", permute_seed=3)
+    premise, hypothesis, label = to_english(out.read_text()).rstrip("\n").split("\t")
+    assert label == "entailment"
+    assert premise == permute_text("A man in a red coat sleeps on the bench.", 3)
+    assert Counter(hypothesis.split()) == Counter("Someone rests outside today.".split())
+
+
+def test_bad_input_names_the_file_and_line_and_writes_nothing(tmp_path):
+    bad, out = tmp_path / "bad.conllu", tmp_path / "out.conllu"
+    bad.write_text("1\tA\ta\tDET\tDT\t_\t2\tdet\t_\t_\n2\tdog\tdog\tNOUN\tNN\t_\t7\troot\t_\t_\n\n")
+    assert_one_line_error(run_xlt("fake-english", "--format", "conllu", "--permute-words", bad, "-o", out),
+                          f"{bad}:2: HEAD 7 names no word")
+    assert not out.exists()
+    bad.write_text("1\tA\ta\tDET\n")
+    assert_one_line_error(run_xlt("fake-english", "--format", "conllu", "--permute-words", bad, "-o", out),
+                          f"{bad}:1: expected 10")
+    words = tmp_path / "words.txt"
+    words.write_text("the\n")
+    res = run_xlt("fake-english", "--format", "dictionary", "--permute-words", words, "-o", out)
+    assert res.returncode == 2 and "no meaning for a dictionary" in res.stderr and not out.exists()
