@@ -108,16 +108,17 @@ parse_files = $(foreach s,train dev test,$(call ud_file,en,$(s))) $(call ud_file
 
 # Fake-English's test and dev sets: English's (the same sample) through the mapping, labels kept;
 # permuted Fake-English's with each sentence's words permuted too (entities whole, heads renumbered).
-fake_task = mkdir -p $(@D) && $(XLT) -q fake-english --format $(1) $(2) $< -o $@
+fake_task = mkdir -p $(@D) && $(XLT) -q fake-english --format $(1) $< -o $@
+perm_task = mkdir -p $(@D) && $(XLT) -q fake-english --format $(1) $< | $(XLT) -q permute-words --format $(1) -o $@
 $(T)/xnli/dev-fake.tsv $(T)/xnli/test-fake.tsv: $(T)/xnli/%-fake.tsv: $(T)/xnli/%-en.tsv ; $(call fake_task,xnli)
 $(T)/ner/wikiann/fake/dev $(T)/ner/wikiann/fake/test: $(T)/ner/wikiann/fake/%: $(T)/ner/wikiann/en/% ; $(call fake_task,wikiann)
 $(call ud_file,fake,dev) $(call ud_file,fake,test): $(call ud_file,fake,%): $(call ud_file,en,%) ; $(call fake_task,conllu)
 $(T)/xnli/dev-fakeperm.tsv $(T)/xnli/test-fakeperm.tsv: $(T)/xnli/%-fakeperm.tsv: $(T)/xnli/%-en.tsv
-	$(call fake_task,xnli,--permute-words)
+	$(call perm_task,xnli)
 $(T)/ner/wikiann/fakeperm/dev $(T)/ner/wikiann/fakeperm/test: $(T)/ner/wikiann/fakeperm/%: $(T)/ner/wikiann/en/%
-	$(call fake_task,wikiann,--permute-words)
+	$(call perm_task,wikiann)
 $(call ud_file,fakeperm,dev) $(call ud_file,fakeperm,test): $(call ud_file,fakeperm,%): $(call ud_file,en,%)
-	$(call fake_task,conllu,--permute-words)
+	$(call perm_task,conllu)
 
 # ---- fine-tuning: the stem is <row>/en-<L>[-seed<k>]; the English test set comes from --data-dir ----
 # Seeds per task (a scale sets them where a task is cheap enough for more than FT_SEEDS): the report
@@ -183,7 +184,13 @@ NA_FAKE := not applicable to Fake-English:
 NA_wiki-cc_fake         := $(NA_FAKE) Wiki-CC swaps the target's Wikipedia for web text, and Fake-English has no text of its own
 NA_default-anchors_fake := $(NA_FAKE) anchors are strings both vocabularies share, and Fake-English shares none with English, so this row is Default with per-language BPE
 NA_no-anchors_fake      := $(NA_FAKE) removing shared strings removes nothing when there are none, so this row is Default anchors, itself not applicable
-# K et al.'s word-order control is one row: Default with the target's words permuted.
+# K et al.'s word-order control is one row: Default with the target's words permuted, read beside
+# Default on fake (the report compares the two).
+ifneq ($(filter fakeperm,$(LANGS)),)
+ifeq ($(filter fake,$(LANGS)),)
+$(error LANGS=fakeperm is fake's word-order control: set LANGS="fake fakeperm")
+endif
+endif
 NA_ONLY_DEFAULT_fakeperm := the word-order control is Default's alone (K et al. 2020): the other rows are run on fake
 # $(call cell_gap,ROW,L): the reason, or empty where the cell can be computed
 cell_gap = $(or $(NA_$(1)_$(2)),$(and $(filter-out default,$(1)),$(NA_ONLY_DEFAULT_$(2))),$(and $(filter wiki-cc,$(1)),$(if $(CORPUS_cc-$(2)),,$(or $(GAP_cc-$(2)),no web corpus))))

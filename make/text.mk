@@ -77,12 +77,11 @@ ifneq ($(filter fake fakeperm,$(LANGS)),)
 $(if $(shell s='$(call corpus_bytes,$(CORPUS_fake))'; [ -n "$$s" ] && [ $(FAKE_DEV_START) -ge "$$s" ] && echo short), \
   $(error $(call FAKE_EMPTY,$(FAKE_DEV_START))))
 endif
-# $(call fake_slice,START,BYTES[,FLAGS]): BYTES of CORPUS_fake's non-blank lines from START on, mapped
-# (FLAGS: `xlt fake-english`'s, e.g. --permute-words)
+# $(call fake_slice,START,BYTES): BYTES of CORPUS_fake's non-blank lines from START on, mapped
 define fake_slice
 @mkdir -p $(@D)
 xz -dc $(CORPUS_fake) | $(call slice,$(1),$(2)) | LC_ALL=C awk 'FILENAME != "-" { english[$$0]; next } \
-  !($$0 in english)' $(W)/raw/en.dev $(W)/raw/en.train - | $(XLT) -q fake-english --format text $(3) -o $@.tmp
+  !($$0 in english)' $(W)/raw/en.dev $(W)/raw/en.train - | $(XLT) -q fake-english --format text -o $@.tmp
 @[ -s $@.tmp ] || { echo "$(call FAKE_EMPTY,$(1))" >&2; rm $@.tmp; exit 1; }
 mv $@.tmp $@
 endef
@@ -90,12 +89,10 @@ $(W)/raw/fake.train: $(CORPUS_fake) $(W)/raw/en.dev $(W)/raw/en.train | install
 	$(call fake_slice,$(FAKE_START),$(TRAIN_BYTES))
 $(W)/raw/fake.dev: $(CORPUS_fake) $(W)/raw/en.dev $(W)/raw/en.train | install
 	$(call fake_slice,$(FAKE_DEV_START),$(DEV_BYTES))
-# K et al.'s word-order control (LANGS=fakeperm): the same English stretch as fake's, each sentence's
-# words permuted (xlt/text/word_order.py). Its own pair, so the two never share a model.
-$(W)/raw/fakeperm.train: $(CORPUS_fake) $(W)/raw/en.dev $(W)/raw/en.train | install
-	$(call fake_slice,$(FAKE_START),$(TRAIN_BYTES),--permute-words)
-$(W)/raw/fakeperm.dev: $(CORPUS_fake) $(W)/raw/en.dev $(W)/raw/en.train | install
-	$(call fake_slice,$(FAKE_DEV_START),$(DEV_BYTES),--permute-words)
+# K et al.'s word-order control (LANGS=fakeperm): fake's tokenized text, each sentence's tokens
+# permuted (xlt/text/word_order.py). Its own pair, so the two never share a model.
+$(W)/text/fakeperm.%: $(W)/text/fake.%
+	$(XLT) -q permute-words $< -o $@
 
 $(W)/text/%: $(W)/raw/%
 	@mkdir -p $(@D)

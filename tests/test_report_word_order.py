@@ -3,7 +3,7 @@ Fake-English table, and whether permuting the words costs Default transfer, deci
 
 from __future__ import annotations
 
-from conftest import run_xlt
+from conftest import assert_one_line_error, run_xlt
 from test_report import cell, one_point, write_baselines, write_results
 from test_report_fake import fill
 from xlt.report import table1
@@ -36,24 +36,50 @@ def test_the_permuted_pair_adds_its_rows_and_decides_whether_order_matters(tmp_p
     fill(tmp_path, spread=0.5)
     fill_permuted(tmp_path)
     t = table1.build(str(tmp_path), ["fake", "fakeperm"])
-    assert t.title.startswith("Fake-English")
-    labels = [label for label, _ in t.rows]
-    assert labels[-3:] == ["Default, words permuted", "No pretraining, words permuted",
-                           "Best trivial baseline, words permuted"]
-    assert cell(t, "Default, words permuted", "NER (F1)", "zero-shot").value == 25.0
+    assert t.title.startswith("Fake-English") and not any("permuted" in label for label, _ in t.rows)
+    [p] = t.sections
+    assert p.part == "fakeperm" and p.title.startswith("Word order (K et al. 2020)")
+    assert [label for label, _ in p.rows] == ["Default", "No pretraining", "Best trivial baseline"]
+    assert cell(p, "Default", "NER (F1)", "zero-shot").value == 25.0
     # each pair's relative transfer over its own baselines: (12 - 4) / (48 - 10)
-    assert cell(t, "Default, words permuted", "Parsing (LAS)", "relative").value == (12.0 - 4.0) / (48.0 - 10.0)
-    assert cell(t, "Best trivial baseline, words permuted", "Parsing (LAS)", "zero-shot").value == 4.0
-    assert cell(t, "Default", "NER (F1)", "zero-shot").value == 40.0          # the ordered rows unchanged
+    assert cell(p, "Default", "Parsing (LAS)", "relative").value == (12.0 - 4.0) / (48.0 - 10.0)
+    assert cell(p, "Best trivial baseline", "Parsing (LAS)", "zero-shot").value == 4.0
+    assert cell(t, "Default", "NER (F1)", "zero-shot").value == 40.0          # the ordered table unchanged
     found = finding(t)
     # margins over each pair's own baseline: xnli 25 vs 15, ner 40 vs 25, parse 20 vs 8
     assert found.verdict == HOLDS
     assert "ner: over the baseline +40.0 in order, +25.0 permuted (relative transfer 1.00 vs 0.66); lost +15.0" \
         in found.detail
     assert "parse: over the baseline +20.0 in order, +8.0 permuted" in found.detail
-    res = run_xlt("report", "table1", "--results-dir", tmp_path, "--langs", "fake,fakeperm", "-o", tmp_path / "r")
+    write_results(tmp_path / "default" / "en-fr" / "ner" / "results.json", "ner", "fr", one_point("ner", "fr", 30.0))
+    res = run_xlt("report", "table1", "--results-dir", tmp_path, "--langs", "fr,fake,fakeperm", "-o", tmp_path / "r")
     assert res.returncode == 0, res.stderr
-    assert "| Default, words permuted | 50.0 ± 0.5 (n=3) |" in (tmp_path / "r" / "table1.md").read_text()
+    assert "| Default | 50.0 ± 0.5 (n=3) | 68.0 ± 0.5 (n=3) |" in (tmp_path / "r" / "table1.md").read_text()
+    # every table once, each line of the CSV saying which it is from
+    csv = (tmp_path / "r" / "table1.csv").read_text().splitlines()[1:]
+    assert {line.split(",")[0] for line in csv} == {"target", "en", "fake", "fakeperm"}
+    assert sum(line.startswith('fakeperm,Default,NER (F1),zero-shot,25.0') for line in csv) == 1
+
+
+def test_the_permuted_pairs_one_row_takes_the_pretraining_noise_of_the_ordered_pairs_rows(tmp_path):
+    # the ordered pair's rows vary by pretraining seed (Default 40 and 28, ...); the permuted Default's two
+    # models happen to agree (20.0, 20.4): its noise is not that one-row guess but the pooled spread
+    fill(tmp_path, spread=0.5)
+    fill_permuted(tmp_path)
+    for row, second in (("default", 28.0), ("sep-l1-3", 26.0)):
+        write_results(tmp_path / row / "en-fake-seed1" / "ner" / "results.json", "ner", "fake",
+                      one_point("ner", "fake", second, en=60.0, spread=0.5))
+    write_results(tmp_path / "default" / "en-fakeperm" / "ner" / "results.json", "ner", "fakeperm",
+                  one_point("ner", "fakeperm", 20.0, en=58.0, spread=0.5))
+    write_results(tmp_path / "default" / "en-fakeperm-seed1" / "ner" / "results.json", "ner", "fakeperm",
+                  one_point("ner", "fakeperm", 20.4, en=58.0, spread=0.5))
+    found = finding(table1.build(str(tmp_path), ["fake", "fakeperm"]))
+    # lost: (34 - 0) - (20.2 - 0) = +13.8. Ordered Default: its own sd over its models, 8.5 (larger than
+    # the pool); permuted Default: the sd pooled over the three pairs of models, 6.4, not its own 0.3.
+    # 2 SE = 2 sqrt(8.5^2 / 2 + 6.4^2 / 2) = 15.0; with its own 0.3 it would be 12.0, and the claim would hold.
+    assert "ner: over the baseline +34.0 in order, +20.2 permuted" in found.detail
+    assert "lost +13.8 (2 SE 15.0, pretraining seeds counted)" in found.detail
+    assert found.verdict == INCONCLUSIVE
 
 
 def test_order_matters_fails_where_permuted_transfer_is_no_smaller_and_waits_within_the_noise(tmp_path):
@@ -83,5 +109,7 @@ def test_a_task_default_does_not_transfer_in_order_is_left_out_by_name(tmp_path)
 def test_without_the_permuted_pair_the_table_has_no_word_order_rows(tmp_path):
     fill(tmp_path, spread=0.5)
     t = table1.build(str(tmp_path), ["fake"])
-    assert not any("permuted" in label for label, _ in t.rows)
-    assert not any(f.claim.startswith(CLAIM) for f in t.findings)
+    assert not t.sections and not any(f.claim.startswith(CLAIM) for f in t.findings)
+    # the control alone compares with nothing
+    assert_one_line_error(run_xlt("report", "table1", "--results-dir", tmp_path, "--langs", "fakeperm", "-o",
+                                  tmp_path / "r"), "fakeperm is fake's word-order control")

@@ -1,5 +1,5 @@
-"""K et al.'s word-order control (xlt.text.word_order, `xlt fake-english --permute-words`, language
-`fakeperm`): each sentence's words permuted, nothing else changed; labels, entities and arcs kept."""
+"""K et al.'s word-order control (xlt.text.word_order, `xlt permute-words`, language `fakeperm`): each
+sentence's words permuted, nothing else changed; labels, entities and arcs kept."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from conftest import assert_one_line_error, run_xlt
 from xlt.finetune.ner import read_tagged
 from xlt.text.fake import fake_file, to_english, to_fake
 from xlt.text.tokenize import Tokenizer
-from xlt.text.word_order import permute_text, sentences
+from xlt.text.word_order import permute_file, permute_tokens, sentences, split_edges
 
-PARAGRAPH = ("The land on which the street lies was part of an estate. It was sold in 1949 by the Vera family! "
-             "\"Why?\" asked the mayor, who wanted a new road through it.")
+RAW = ("The land on which the street lies was part of an estate. It was sold in 1949 by the Vera family! "
+       "\"Why?\" asked the mayor, who wanted a new road through it.")
+PARAGRAPH = Tokenizer("en").tokenize(RAW)
 CONLLU = """# sent_id = s1
 # text = I don't see the big dog.
 1\tI\tI\tPRON\tPRP\t_\t4\tnsubj\t4:nsubj\t_
@@ -40,34 +41,45 @@ TAGGED = ("en:John\tB-PER\nen:Smith\tI-PER\nen:visited\tO\nen:New\tB-LOC\nen:Yor
 def test_words_are_permuted_within_each_sentence_only():
     cut = sentences(PARAGRAPH.split())
     assert [" ".join(run) for run in cut] == [
-        "The land on which the street lies was part of an estate.", "It was sold in 1949 by the Vera family!",
-        "\"Why?\" asked the mayor, who wanted a new road through it."]
-    out = permute_text(PARAGRAPH, seed=0).split()
+        "The land on which the street lies was part of an estate .", "It was sold in 1949 by the Vera family !",
+        "\" Why ? \" asked the mayor , who wanted a new road through it ."]
+    # Fake-English is cut where its English original is
+    assert sentences(to_fake(PARAGRAPH).split()) == [[to_fake(t) for t in run] for run in cut]
+    out = permute_tokens(PARAGRAPH, seed=0).split()
     start = 0
-    for run in cut:     # each sentence keeps its place and its words, in another order
-        assert Counter(out[start:start + len(run)]) == Counter(run)
+    for run in cut:     # each sentence keeps its place and its tokens, in another order
+        assert Counter(out[start:start + len(run)]) == Counter(run) and out[start:start + len(run)] != run
         start += len(run)
-    assert out != PARAGRAPH.split()
-    assert permute_text(PARAGRAPH, seed=0) == permute_text(PARAGRAPH, seed=0) != permute_text(PARAGRAPH, seed=1)
+    assert permute_tokens(PARAGRAPH, seed=0) == permute_tokens(PARAGRAPH, seed=0) != permute_tokens(PARAGRAPH, seed=1)
     # a sentence is permuted alike wherever it stands: the draw depends on its text alone
     first = " ".join(cut[0])
-    assert permute_text(first + " More here.", 0).split()[:len(cut[0])] == permute_text(first, 0).split()
+    assert permute_tokens(first + " More here .", 0).split()[:len(cut[0])] == permute_tokens(first, 0).split()
+    # mapping and permuting commute: a permuted Fake-English line is the twin of the permuted English one
+    assert permute_tokens(to_fake(PARAGRAPH), 0) == to_fake(permute_tokens(PARAGRAPH, 0))
 
 
-def test_permuted_fake_english_is_fake_english_of_the_permuted_words(tmp_path):
-    source = tmp_path / "en.txt"
-    source.write_text(PARAGRAPH + "\n\n" + "Short one .\n")
-    run_xlt("fake-english", "--permute-words", source, "-o", tmp_path / "perm.txt", check=True)
-    lines = (tmp_path / "perm.txt").read_text().splitlines()
-    assert lines == [to_fake(permute_text(PARAGRAPH, 0)), "", to_fake(permute_text("Short one .", 0))]
+def test_raw_sentences_have_the_punctuation_at_word_edges_split_off_as_the_tokenizer_would():
+    assert split_edges(RAW.split(". It")[0] + ".") == "The land on which the street lies was part of an estate ."
+    assert split_edges('"Why?" asked Mr. U.S. (really)') == '" Why ? " asked Mr . U.S . ( really )'
+    assert split_edges(to_fake("an estate.")) == to_fake("an estate .")
+
+
+def test_permuted_fake_english_is_the_twin_of_permuted_english(tmp_path):
+    english, fake = tmp_path / "en.tok", tmp_path / "fake.tok"
+    english.write_text(PARAGRAPH + "\n\n" + "Short one .\n")
+    fake.write_text(to_fake(english.read_text()))
+    run_xlt("permute-words", fake, "-o", tmp_path / "perm.tok", check=True)
+    lines = (tmp_path / "perm.tok").read_text().splitlines()
+    assert lines == [to_fake(permute_tokens(PARAGRAPH, 0)), "", to_fake(permute_tokens("Short one .", 0))]
     # the language code fakeperm tokenizes as Fake-English does: by English's rules on the original
     assert Tokenizer("fakeperm").tokenize(lines[0]) == to_fake(Tokenizer("en").tokenize(to_english(lines[0])))
 
 
 def test_conllu_keeps_every_arc_and_label_with_words_renumbered(tmp_path):
-    source, out = tmp_path / "en.conllu", tmp_path / "perm.conllu"
+    source, mapped, out = tmp_path / "en.conllu", tmp_path / "fake.conllu", tmp_path / "perm.conllu"
     source.write_text(CONLLU)
-    fake_file(source, out, "conllu", permute_seed=0)
+    fake_file(source, mapped, "conllu")
+    permute_file(mapped, out, "conllu")
     before, after = conllu.parse(CONLLU), conllu.parse(to_english(out.read_text()))
     assert len(after) == 2
     for old, new in zip(before, after):
@@ -89,9 +101,8 @@ def test_conllu_keeps_every_arc_and_label_with_words_renumbered(tmp_path):
 def test_entities_move_whole_and_every_tag_is_kept(tmp_path):
     source, out = tmp_path / "en", tmp_path / "perm"
     source.write_text(TAGGED)
-    run_xlt("fake-english", "--format", "wikiann", "--permute-words", source, "-o", out, check=True)
-    (original, alone), after = [(s.words, s.tags) for s in read_tagged(source)], read_tagged(out)
-    moved, alone_after = [([to_english(w) for w in s.words], s.tags) for s in after]
+    run_xlt("permute-words", "--format", "wikiann", source, "-o", out, check=True)
+    (original, alone), (moved, alone_after) = [[(s.words, s.tags) for s in read_tagged(f)] for f in (source, out)]
 
     def entities(words, tags):
         spans, current = [], None
@@ -108,26 +119,33 @@ def test_entities_move_whole_and_every_tag_is_kept(tmp_path):
     assert sorted(alone_after[0]) == sorted(alone[0])
 
 
+def test_iob1_entities_are_written_in_iob2_so_two_moved_together_stay_two(tmp_path):
+    source, out = tmp_path / "iob1", tmp_path / "perm"
+    source.write_text("a\tI-PER\nb\tI-PER\nx\tO\nc\tI-PER\n")   # two PER entities: "a b" and "c"
+    for seed in range(8):
+        permute_file(source, out, "wikiann", seed)
+        tags = [line.split("\t")[1] for line in out.read_text().splitlines()]
+        assert tags.count("B-PER") == 2 and tags.count("I-PER") == 1
+
+
 def test_xnli_permutes_premise_and_hypothesis_and_keeps_the_label(tmp_path):
     source, out = tmp_path / "en.tsv", tmp_path / "perm.tsv"
     source.write_text("A man in a red coat sleeps on the bench.\tSomeone rests outside today.\tentailment\n")
-    fake_file(source, out, "xnli", permute_seed=3)
-    premise, hypothesis, label = to_english(out.read_text()).rstrip("\n").split("\t")
+    permute_file(source, out, "xnli", seed=3)
+    premise, hypothesis, label = out.read_text().rstrip("\n").split("\t")
     assert label == "entailment"
-    assert premise == permute_text("A man in a red coat sleeps on the bench.", 3)
-    assert Counter(hypothesis.split()) == Counter("Someone rests outside today.".split())
+    assert premise == permute_tokens("A man in a red coat sleeps on the bench .", 3)
+    assert Counter(hypothesis.split()) == Counter("Someone rests outside today .".split())
 
 
 def test_bad_input_names_the_file_and_line_and_writes_nothing(tmp_path):
     bad, out = tmp_path / "bad.conllu", tmp_path / "out.conllu"
     bad.write_text("1\tA\ta\tDET\tDT\t_\t2\tdet\t_\t_\n2\tdog\tdog\tNOUN\tNN\t_\t7\troot\t_\t_\n\n")
-    assert_one_line_error(run_xlt("fake-english", "--format", "conllu", "--permute-words", bad, "-o", out),
-                          f"{bad}:2: HEAD 7 names no word")
+    assert_one_line_error(run_xlt("permute-words", "--format", "conllu", bad, "-o", out),
+                          f"{bad}:2: HEAD '7' names no word")
     assert not out.exists()
     bad.write_text("1\tA\ta\tDET\n")
-    assert_one_line_error(run_xlt("fake-english", "--format", "conllu", "--permute-words", bad, "-o", out),
-                          f"{bad}:1: expected 10")
-    words = tmp_path / "words.txt"
-    words.write_text("the\n")
-    res = run_xlt("fake-english", "--format", "dictionary", "--permute-words", words, "-o", out)
-    assert res.returncode == 2 and "no meaning for a dictionary" in res.stderr and not out.exists()
+    assert_one_line_error(run_xlt("permute-words", "--format", "conllu", bad, "-o", out), f"{bad}:1: expected 10")
+    bad.write_text("premise\thypothesis\tneutral\nno label\n")
+    assert_one_line_error(run_xlt("permute-words", "--format", "xnli", bad, "-o", out), f"{bad}:2: expected premise")
+    assert not out.exists()

@@ -1,5 +1,6 @@
-"""``xlt tokenize``, ``xlt codeswitch`` and ``xlt fake-english``: thin wrappers over
-:mod:`xlt.text.tokenize`, :mod:`xlt.text.codeswitch` and :mod:`xlt.text.fake`."""
+"""``xlt tokenize``, ``xlt codeswitch``, ``xlt fake-english`` and ``xlt permute-words``: thin wrappers
+over :mod:`xlt.text.tokenize`, :mod:`xlt.text.codeswitch`, :mod:`xlt.text.fake` and
+:mod:`xlt.text.word_order`."""
 
 from __future__ import annotations
 
@@ -86,16 +87,10 @@ FAKE_FORMATS = ("text", "xnli", "wikiann", "conllu", "dictionary")
                    "[en:]word<TAB>tag lines (written without the language prefix); conllu: FORM, LEMMA and "
                    "'# text =' lines; dictionary: each line's first word -> 'word twin' (the identity "
                    "dictionary English -> Fake-English). Labels, tags, ids and heads are kept.")
-@click.option("--permute-words", is_flag=True,
-              help="K et al.'s word-order control (language code `fakeperm`): permute the words of each "
-                   "sentence too (text, xnli: within sentences; wikiann: entities move whole; conllu: heads "
-                   "renumbered). Not for dictionaries.")
-@click.option("--permutation-seed", type=int, default=0, show_default=True,
-              help="With --permute-words: the seed each sentence's permutation is drawn from (with its text).")
 @click.argument("input_path", metavar="[INPUT]", default="-")
 @click.option("--output", "-o", "output_path", type=OutputPath(), default="-", metavar="FILE",
               help="Output file (default: stdout).")
-def fake_english(fmt: str, permute_words: bool, permutation_seed: int, input_path: str, output_path: str) -> None:
+def fake_english(fmt: str, input_path: str, output_path: str) -> None:
     """Fake-English: English text or task data with every character replaced by a twin of its own.
 
     Every non-whitespace character c becomes chr(0xF0000 + ord(c)) (Unicode's private plane
@@ -110,12 +105,38 @@ def fake_english(fmt: str, permute_words: bool, permutation_seed: int, input_pat
       xlt fake-english --format xnli data/xnli/test-en.tsv -o test-fake.tsv
       xlt fake-english --format conllu en_ewt-ud-test.conllu -o fake-ud-test.conllu
       xlt fake-english --format dictionary en-fr.0-5000.txt -o en-fake.txt   # word -> its twin
-      xlt fake-english --permute-words raw/en.part2.txt -o raw/fakeperm.train   # words permuted too
     """
     from xlt.text.fake import fake_file
 
-    if permute_words and fmt == "dictionary":
-        raise click.UsageError("--permute-words has no meaning for a dictionary (one word a line)")
-    lines = fake_file(input_path, output_path, fmt, permutation_seed if permute_words else None)
+    lines = fake_file(input_path, output_path, fmt)
     log.info(f"fake-english: {lines:,} lines")
 
+
+
+@click.command("permute-words")
+@click.option("--format", "fmt", type=click.Choice(("text", "xnli", "wikiann", "conllu")), default="text",
+              show_default=True,
+              help="text: tokenized text, the tokens of each sentence; xnli: premise<TAB>hypothesis<TAB>label, raw "
+                   "(punctuation at a word's edges split off first); wikiann: word<TAB>tag lines, an entity "
+                   "moving whole; conllu: token lines renumbered, HEADs with them. Labels and arcs are kept.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Each sentence's order is drawn from the seed and the sentence's own text.")
+@click.argument("input_path", metavar="[INPUT]", default="-")
+@click.option("--output", "-o", "output_path", type=OutputPath(), default="-", metavar="FILE",
+              help="Output file (default: stdout).")
+def permute_words(fmt: str, seed: int, input_path: str, output_path: str) -> None:
+    """K et al.'s word-order control: permute the words of each sentence, nothing else.
+
+    For English or Fake-English text and task files: a Fake-English file permuted is the
+    language `fakeperm` (tokenized as `fake`), whose transfer from English cannot rest on
+    word order. Deterministic. See docs/fake_english.md.
+
+    \b
+    Example (pretraining text, then a test set: map, then permute):
+      xlt permute-words text/fake.train -o text/fakeperm.train
+      xlt fake-english --format conllu en_ewt-ud-test.conllu | xlt permute-words --format conllu -o fakeperm-ud-test.conllu
+    """
+    from xlt.text.word_order import permute_file
+
+    lines = permute_file(input_path, output_path, fmt, seed)
+    log.info(f"permute-words: {lines:,} lines")

@@ -31,6 +31,7 @@ from xlt.report.table1_cells import (NOISE, SOURCE, Row, baseline_names, collect
 from xlt.report.table1_findings import (BASELINES, CHANCE, CONTROL, FEW_POINTS, MIN_MARGIN, TASKS,  # noqa: F401
                                         EnglishScores, Values, findings, mean)
 from xlt.text.word_order import PERMUTED
+from xlt.utils.errors import XltError
 
 AVERAGE = "Δ"
 
@@ -97,6 +98,9 @@ def build(results_dir: str, languages: Sequence[str], numbers: Optional[dict] = 
     ``fakeperm`` is among them too."""
     data = numbers or paper_numbers.load()
     rows = table_rows(paper_numbers.table1_rows(data))
+    if PERMUTED in languages and table1_fake.FAKE not in languages:
+        raise XltError(f"{PERMUTED} is {table1_fake.FAKE}'s word-order control, read beside it: "
+                       f"--langs needs {table1_fake.FAKE} too")
     twins = (table1_fake.FAKE, PERMUTED)
     real = [lang for lang in languages if lang not in twins]
     fake = table1_fake.build(results_dir, rows, word_order=PERMUTED in languages) if len(real) < len(languages) else None
@@ -104,7 +108,9 @@ def build(results_dir: str, languages: Sequence[str], numbers: Optional[dict] = 
         return fake
     table = real_pairs(results_dir, rows, real, data)
     if fake is not None:
-        table.sections.append(fake)
+        # one level of sections in the files: the Fake-English table's own (word order) follow it
+        table.sections += [fake, *fake.sections]
+        fake.sections = []
         table.findings += fake.findings
     return table
 

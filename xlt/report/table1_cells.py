@@ -202,15 +202,18 @@ def spread(reading: Reading) -> Optional[Spread]:
                   models=len(extra.get("models") or ()) or 1)
 
 
-def noise_of(readings: dict, single_seed_sd: dict[str, float]) -> Noise:
+def noise_of(readings: dict, single_seed_sd: dict[str, float], pools: Optional[dict[str, str]] = None) -> Noise:
     """The seed spreads of a table's cells, as :mod:`xlt.report.noise` reads them: a task and pair with
     rows of several pretraining seeds gives every pretrained cell of it their pooled sd, or the cell's
     own spread over its models where that is larger (rows do not vary alike: one near zero F1 cannot
-    spread as far as Default, and pooling its small spread must not shrink Default's)."""
+    spread as far as Default, and pooling its small spread must not shrink Default's). ``pools``:
+    languages whose cells are pooled with another's (lang -> that language), e.g. a pair with one
+    pretrained row, whose own spread is one row's guess."""
     spreads = {cell: s for cell, reading in readings.items() if (s := spread(reading)) is not None}
     pretrained = [cell for cell in spreads if cell[0] not in (CONTROL, BASELINES)]
-    for task, lang in {(cell[1], cell[2]) for cell in pretrained}:
-        cells = [cell for cell in pretrained if cell[1:] == (task, lang)]
+    pool = (pools or {}).get
+    for task, lang in {(cell[1], pool(cell[2], cell[2])) for cell in pretrained}:
+        cells = [cell for cell in pretrained if (cell[1], pool(cell[2], cell[2])) == (task, lang)]
         pooled = pooled_sd([[m["mean"] for m in readings[cell].extra.get("models") or ()] for cell in cells])
         if pooled is None:
             continue

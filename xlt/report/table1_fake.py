@@ -12,6 +12,8 @@ test set (its twin, where fine-tuning was supervised), and the **relative transf
 1 when the model does on Fake-English what it does on English, 0 when it does no better than a
 model-free rule. Rows that need shared strings (Default anchors, No anchors) or another corpus
 (Wiki-CC) cannot exist here: make records why (``missing.json``), and the table shows it.
+K et al.'s word-order control (the pair ``fakeperm``) follows in a table of its own
+(:mod:`xlt.report.table1_word_order`).
 
 The paper's findings are decided on these numbers with the best trivial baseline as the floor:
 on Fake-English chance is none (the next word as the head already scores LAS, and an English
@@ -125,8 +127,8 @@ def findings(values: Values, english: EnglishScores, noise: Optional[Noise] = No
 
 # ---- the table ---------------------------------------------------------------------------------------
 def build(results_dir: str, rows: Sequence[Row], word_order: bool = False) -> ReportTable:
-    """The pair's table (Table 1's rows) with its findings; with ``word_order``, K et al.'s control
-    after them (:mod:`xlt.report.table1_word_order`)."""
+    """The pair's table (Table 1's rows) with its findings; with ``word_order``, K et al.'s control as a
+    section after it, and its finding with the others (:mod:`xlt.report.table1_word_order`)."""
     values, readings, english, english_readings = collect(results_dir, rows, [FAKE])
     table = ReportTable(name="table1", title="Fake-English (K et al. 2020): zero-shot transfer from English to its "
                         "twin that shares no token with it", stub="Model",
@@ -151,5 +153,7 @@ def build(results_dir: str, rows: Sequence[Row], word_order: bool = False) -> Re
                                                     frozen_more(english_readings),
                                                     noise_of(english_readings, SINGLE_SEED_SD_ENGLISH)), noise)
     if word_order:
-        table1_word_order.add_rows(table, results_dir, rows, values, english, noise)
+        permuted, finding = table1_word_order.section(results_dir, rows, values, english, readings, noise)
+        table.sections.append(permuted)
+        table.findings.append(finding)
     return table

@@ -19,10 +19,9 @@ so a Fake-English file reaches the model as the same tokens as its English twin,
 from __future__ import annotations
 
 import re
-from typing import Callable, Iterable, Iterator, Optional
+from typing import Callable, Iterable, Iterator
 
 from xlt.utils.errors import PathLike, XltError
-from xlt.text.word_order import permuted_lines
 from xlt.utils.textio import atomic_output, read_numbered_lines
 
 FAKE = "fake"
@@ -101,30 +100,22 @@ FORMATS: dict[str, Callable[[str], str]] = {
 }
 
 
-def fake_lines(numbered: Iterable[tuple[int, str]], fmt: str, path: PathLike,
-               permute_seed: Optional[int] = None) -> Iterator[str]:
-    """``fmt`` lines -> their Fake-English lines; with ``permute_seed``, each sentence's words
-    permuted first (:mod:`xlt.text.word_order`: the language ``fakeperm``)."""
+def fake_lines(numbered: Iterable[tuple[int, str]], fmt: str, path: PathLike) -> Iterator[str]:
     convert = FORMATS[fmt]
-    lineno = None
-    try:
-        if permute_seed is not None:
-            numbered = permuted_lines(numbered, fmt, permute_seed)
-        for lineno, line in numbered:
+    for lineno, line in numbered:
+        try:
             yield convert(line)
-    except XltError as error:
-        raise XltError(error.message, path, error.line or lineno) from None
+        except XltError as error:
+            raise XltError(error.message, path, lineno) from None
 
 
-def fake_file(input_path: PathLike, output_path: PathLike, fmt: str = "text",
-              permute_seed: Optional[int] = None) -> int:
-    """Write the Fake-English version of ``input_path`` (a ``fmt`` file) atomically, each sentence's
-    words permuted by ``permute_seed`` where one is given; returns its lines."""
+def fake_file(input_path: PathLike, output_path: PathLike, fmt: str = "text") -> int:
+    """Write the Fake-English version of ``input_path`` (a ``fmt`` file) atomically; returns its lines."""
     if fmt not in FORMATS:
         raise XltError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
     count = 0
     with atomic_output(output_path) as out:
-        for line in fake_lines(read_numbered_lines(input_path), fmt, input_path, permute_seed):
+        for line in fake_lines(read_numbered_lines(input_path), fmt, input_path):
             if fmt == "dictionary" and not line:
                 continue
             out.write(line + "\n")

@@ -37,8 +37,10 @@ from typing import Iterable, Iterator, Optional
 
 import regex
 
+from xlt.text.fake import FAKE
 from xlt.text.fake import to_english as _to_english
 from xlt.text.fake import to_fake as _to_fake
+from xlt.text.word_order import PERMUTED
 from xlt.utils import log
 from xlt.utils.errors import PathLike, XltError
 from xlt.utils.textio import atomic_output, read_json, read_lines, write_json
@@ -46,7 +48,7 @@ from xlt.utils.textio import atomic_output, read_json, read_lines, write_json
 #: Languages segmented by jieba instead of the Moses tokenizer.
 JIEBA_LANGUAGES = frozenset({"zh"})
 #: Fake-English (xlt.text.fake): tokenized by English's rules on its English original.
-FAKE_LANGUAGES = frozenset({"fake", "fakeperm"})
+FAKE_LANGUAGES = frozenset({FAKE, PERMUTED})
 
 
 @functools.lru_cache(maxsize=None)

@@ -4,76 +4,113 @@ Fake-English keeps English's word order, so a model may transfer by it: an Engli
 head is the next noun" reads Fake-English alike. Permuting each sentence's words in the target
 language, in its pretraining text and in its test sets alike, removes that similarity and keeps the
 rest (the words, their twins, which words share a sentence); what Default still transfers then
-does not rest on word order.
+does not rest on word order. ``xlt permute-words`` writes such files from English or Fake-English
+ones (sentence ends are read through :func:`xlt.text.fake.to_english`, the identity on real text).
 
-What moves, per format (each a file :func:`xlt.text.fake.fake_file` reads):
+What moves, per format:
 
-- ``text`` (pretraining text, a paragraph a line): the words of each sentence, whitespace-separated
-  as in the raw line. Sentences end at a word ending in ``.``, ``!`` or ``?`` (quotes or brackets
-  after it allowed) before one that starts with a capital, a digit or a quote; an abbreviation
-  ("O. Vera") cuts a sentence too, which only shortens the span the words move in. Words move with
-  the punctuation attached to them; the tokenizer splits it off afterwards, so pretraining text and
-  test sets are permuted alike.
-- ``xnli``: the premise and the hypothesis, each as ``text``; the label stays.
+- ``text``: tokenized text (a paragraph a line, tokens separated by spaces, as ``xlt tokenize``
+  writes it): the tokens of each sentence. Sentences end at a token ``.``, ``!`` or ``?`` (closing
+  quotes or brackets after it allowed) before one that starts with a capital, a digit or a quote;
+  an abbreviation that ends a token ("O.") cuts a sentence too, which only shortens the span the
+  tokens move in. Raw text would move punctuation glued to its word, which the tokenizer then
+  splits off only where it still ends a sentence: tokenize first.
+- ``xnli``: premise and hypothesis, raw sentences that fine-tuning tokenizes: the punctuation at a
+  word's edges is split off first (``estate.`` -> ``estate`` ``.``), so it moves as a token as it
+  does in the other formats, then the pieces are permuted as ``text``'s; the label stays.
 - ``wikiann``: the tokens of a sentence with their tags, an entity (``B-X`` and the ``I-X`` after
-  it) moving as one unit, so every entity and every tag is kept.
+  it) moving as one unit, so every entity is kept; an entity that starts with ``I-X`` (IOB1) is
+  written with ``B-X`` there, its IOB2 form, so that two moved next to each other stay two.
 - ``conllu``: the token lines of a sentence, renumbered, each HEAD renumbered with them, so every
   arc and label is kept; multiword-token ranges and empty nodes, whose words are no longer
   adjacent, are dropped, and DEPS and MISC emptied (they name positions and spacing); ``# text =``
   becomes the forms in their new order.
 
-Each unit is shuffled by a generator seeded from ``seed`` and the unit's own text, so the result does
-not depend on a file's order or length (the same sentence is permuted alike in two files), and the
-same input and seed always give the same output.
+Each unit (a sentence, a tagged or parsed sentence) is shuffled by a generator seeded from ``seed``
+and the unit's own text, so the result does not depend on a file's order or length, and the same
+input and seed always give the same output.
 """
 
 from __future__ import annotations
 
 import random
 import re
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Iterator, Optional, Sequence
 
-from xlt.utils.errors import XltError
+from xlt.text.fake import to_english
+from xlt.utils.errors import PathLike, XltError
+from xlt.utils.textio import atomic_output, read_numbered_lines
 
 PERMUTED = "fakeperm"   # the language code of Fake-English with its words permuted
-_SENTENCE_END = re.compile(r"""[.!?]["')\]]*$""")
-_SENTENCE_START = re.compile(r"""^["'(\[]?[A-Z0-9]""")
+_SENTENCE_END = re.compile(r"""^[.!?]+["')\]]*$|[.!?]$""")
+_CLOSING = re.compile(r"""^["')\]]+$""")
+_SENTENCE_START = re.compile(r"""^(["'(\[]+$|["'(\[]?[A-Z0-9])""")
+_EDGES = re.compile(r"""^([("'\[]*)(.*?)([.,!?;:"')\]]*)$""")
 Numbered = tuple[int, str]
 
 
 def shuffled(items: Sequence, seed: int, key: str) -> list:
     """``items`` in an order drawn from ``seed`` and ``key`` alone (random's str seeding is SHA-512,
-    not Python's salted hash, so it is the same in every process)."""
+    not Python's salted hash, so it is the same in every process). The key is read as English, so
+    a Fake-English unit is permuted as its English twin is: mapping and permuting commute."""
     out = list(items)
-    random.Random(f"{seed}\t{key}").shuffle(out)
+    random.Random(f"{seed}\t{to_english(key)}").shuffle(out)
     return out
 
 
-def sentences(words: Sequence[str]) -> list[list[str]]:
-    """Whitespace words -> runs of words, cut after a sentence-final word before a sentence start."""
+def sentences(tokens: Sequence[str]) -> list[list[str]]:
+    """Tokens -> runs of tokens, cut after a sentence-final token (and the closing quotes after it)
+    before one that starts a sentence. A straight quote after the end closes the sentence only
+    where the sentence has opened one (an odd count): `! " Why` opens the next one."""
+    english = [to_english(t) for t in tokens]
     runs: list[list[str]] = [[]]
-    for i, word in enumerate(words):
-        runs[-1].append(word)
-        if i + 1 < len(words) and _SENTENCE_END.search(word) and _SENTENCE_START.match(words[i + 1]):
-            runs.append([])
+    ended, quotes = False, 0
+    for token, seen in zip(tokens, english):
+        closes = _CLOSING.match(seen) and (seen.strip(")]") == "" or quotes % 2 == 1)
+        if ended and not closes:
+            ended = False
+            if _SENTENCE_START.match(seen):
+                runs.append([])
+                quotes = 0
+        runs[-1].append(token)
+        quotes += seen.count('"') + seen.count("'") * (len(seen.strip("'")) == 0)
+        ended = ended or bool(_SENTENCE_END.search(seen))
     return [run for run in runs if run]
 
 
-def permute_text(line: str, seed: int) -> str:
-    """One line of raw English text with the words of each sentence permuted (spacing normalised)."""
-    return " ".join(word for run in sentences(line.split()) for word in shuffled(run, seed, " ".join(run)))
+def permute_tokens(line: str, seed: int) -> str:
+    """A tokenized line with the tokens of each sentence permuted (single spaces)."""
+    return " ".join(t for run in sentences(line.split()) for t in shuffled(run, seed, " ".join(run)))
+
+
+def split_edges(text: str) -> str:
+    """Raw words with the punctuation at their edges split off (``"Why?"`` -> ``" Why ? "``); what is
+    inside a word (``U.S``, ``don't``) stays."""
+    pieces = []
+    for word in text.split():
+        lead, core, trail = _EDGES.match(to_english(word)).groups()
+        if not core:
+            pieces.append(word)
+            continue
+        a, b = len(lead), len(word) - len(trail)
+        pieces += [*word[:a], word[a:b], *word[b:]]
+    return " ".join(pieces)
+
+
+def _text(numbered: Iterable[Numbered], seed: int) -> Iterator[Numbered]:
+    return ((lineno, permute_tokens(line, seed) if line.strip() else line) for lineno, line in numbered)
 
 
 def _xnli(numbered: Iterable[Numbered], seed: int) -> Iterator[Numbered]:
     for lineno, line in numbered:
         columns = line.split("\t")
         if len(columns) < 3:
-            yield lineno, line      # the mapping names the malformed line
-            continue
-        yield lineno, "\t".join([permute_text(columns[0], seed), permute_text(columns[1], seed), *columns[2:]])
+            raise XltError("expected premise<TAB>hypothesis<TAB>label", line=lineno)
+        sentences_ = [permute_tokens(split_edges(c), seed) for c in columns[:2]]
+        yield lineno, "\t".join([*sentences_, *columns[2:]])
 
 
-def _blocks(numbered: Iterable[Numbered]) -> Iterator[tuple[list[Numbered], Numbered | None]]:
+def _blocks(numbered: Iterable[Numbered]) -> Iterator[tuple[list[Numbered], Optional[Numbered]]]:
     """(a sentence's non-blank lines, the blank line that ends it or None at the end of the file)."""
     block: list[Numbered] = []
     for lineno, line in numbered:
@@ -87,15 +124,20 @@ def _blocks(numbered: Iterable[Numbered]) -> Iterator[tuple[list[Numbered], Numb
 
 
 def _entity_units(block: list[Numbered]) -> list[list[Numbered]]:
-    """A tagged sentence -> units: an entity's tokens (B-X, then I-X) together, any other token alone."""
+    """A tagged sentence -> units: an entity's tokens (B-X, then I-X) together, any other token alone;
+    an entity's first token tagged I-X (IOB1) is written B-X."""
     units: list[list[Numbered]] = []
     previous = "O"
     for lineno, line in block:
-        tag = line.split("\t")[-1].strip() if "\t" in line else "O"
-        continues = tag.startswith("I-") and previous[2:] == tag[2:] and previous != "O"
-        if continues:
+        columns = line.split("\t")
+        if len(columns) < 2:
+            raise XltError("expected word<TAB>tag", line=lineno)
+        tag = columns[-1].strip()
+        if tag.startswith("I-") and previous[2:] == tag[2:] and previous != "O":
             units[-1].append((lineno, line))
         else:
+            if tag.startswith("I-"):
+                line = "\t".join([*columns[:-1], "B-" + tag[2:]])
             units.append([(lineno, line)])
         previous = tag
     return units
@@ -104,21 +146,12 @@ def _entity_units(block: list[Numbered]) -> list[list[Numbered]]:
 def _wikiann(numbered: Iterable[Numbered], seed: int) -> Iterator[Numbered]:
     for block, blank in _blocks(numbered):
         units = _entity_units(block)
-        key = "\n".join(line for _, line in block)
-        yield from (item for unit in shuffled(units, seed, key) for item in unit)
+        yield from (item for unit in shuffled(units, seed, "\n".join(line for _, line in block)) for item in unit)
         if blank is not None:
             yield blank
 
 
-def _word_id(lineno: int, text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise XltError(f"HEAD {text!r} is not a word number", line=lineno) from None
-
-
 def _conllu_sentence(block: list[Numbered], seed: int) -> list[Numbered]:
-    comments = [(n, line) for n, line in block if line.startswith("#")]
     words: list[tuple[int, list[str]]] = []
     for lineno, line in block:
         if line.startswith("#"):
@@ -129,18 +162,17 @@ def _conllu_sentence(block: list[Numbered], seed: int) -> list[Numbered]:
         if columns[0].isdigit():
             words.append((lineno, columns))
         # ranges (1-2) and empty nodes (3.1) are dropped: their words are no longer where they were
-    order = shuffled(words, seed, "\n".join(line for _, line in block))
+    order = shuffled(words, seed, " ".join(columns[1] for _, columns in words))
     new_id = {int(columns[0]): i for i, (_, columns) in enumerate(order, start=1)}
-    out = []
-    for lineno, line in comments:
-        out.append((lineno, "# text = " + " ".join(c[1] for _, c in order) if line.startswith("# text = ") else line))
+    out = [(n, "# text = " + " ".join(c[1] for _, c in order) if line.startswith("# text = ") else line)
+           for n, line in block if line.startswith("#")]
     for lineno, columns in order:
-        head = _word_id(lineno, columns[6]) if columns[6] != "_" else None
-        if head is not None and head != 0 and head not in new_id:
-            raise XltError(f"HEAD {head} names no word of the sentence", line=lineno)
-        moved = [str(new_id[int(columns[0])]), *columns[1:6],
-                 "_" if head is None else str(new_id.get(head, 0)), columns[7], "_", "_"]
-        out.append((lineno, "\t".join(moved)))
+        head = columns[6]
+        if head != "_":
+            if not head.isdigit() or (int(head) != 0 and int(head) not in new_id):
+                raise XltError(f"HEAD {head!r} names no word of the sentence", line=lineno)
+            head = str(new_id.get(int(head), 0))
+        out.append((lineno, "\t".join([str(new_id[int(columns[0])]), *columns[1:6], head, columns[7], "_", "_"])))
     return out
 
 
@@ -151,16 +183,28 @@ def _conllu(numbered: Iterable[Numbered], seed: int) -> Iterator[Numbered]:
             yield blank
 
 
-def _text(numbered: Iterable[Numbered], seed: int) -> Iterator[Numbered]:
-    return ((lineno, permute_text(line, seed) if line.strip() else line) for lineno, line in numbered)
-
-
-PERMUTERS = {"text": _text, "xnli": _xnli, "wikiann": _wikiann, "conllu": _conllu}
+FORMATS = {"text": _text, "xnli": _xnli, "wikiann": _wikiann, "conllu": _conllu}
 
 
 def permuted_lines(numbered: Iterable[Numbered], fmt: str, seed: int = 0) -> Iterator[Numbered]:
-    """``fmt`` lines (English or Fake-English) with each sentence's words permuted; each line keeps
-    the number it had in the input, so an error still names the input's line."""
-    if fmt not in PERMUTERS:
-        raise XltError(f"words cannot be permuted in a {fmt!r} file (only {', '.join(PERMUTERS)})")
-    return PERMUTERS[fmt](numbered, seed)
+    """``fmt`` lines with each sentence's words permuted; each line keeps the number it had in the
+    input, so an error names the input's line."""
+    if fmt not in FORMATS:
+        raise XltError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+    return FORMATS[fmt](numbered, seed)
+
+
+def permute_file(input_path: PathLike, output_path: PathLike, fmt: str = "text", seed: int = 0) -> int:
+    """Write ``input_path`` (a ``fmt`` file) with each sentence's words permuted, atomically; returns
+    its lines."""
+    count = 0
+    try:
+        with atomic_output(output_path) as out:
+            for _, line in permuted_lines(read_numbered_lines(input_path), fmt, seed):
+                out.write(line + "\n")
+                count += 1
+    except XltError as error:
+        if error.path is None:
+            raise XltError(error.message, input_path, error.line) from None
+        raise
+    return count
