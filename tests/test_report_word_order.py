@@ -3,6 +3,8 @@ Fake-English table, and whether permuting the words costs Default transfer, deci
 
 from __future__ import annotations
 
+import json
+
 from conftest import assert_one_line_error, run_xlt
 from test_report import cell, one_point, write_baselines, write_results
 from test_report_fake import fill
@@ -113,3 +115,25 @@ def test_without_the_permuted_pair_the_table_has_no_word_order_rows(tmp_path):
     # the control alone compares with nothing
     assert_one_line_error(run_xlt("report", "table1", "--results-dir", tmp_path, "--langs", "fakeperm", "-o",
                                   tmp_path / "r"), "fakeperm is fake's word-order control")
+
+
+def test_a_permuted_model_still_on_the_unigram_plateau_is_left_out_by_its_pretraining(tmp_path):
+    # its English fine-tuning edges past the control's, but its pretraining never left the unigram floor:
+    # what it transfers says nothing about word order
+    fill(tmp_path, spread=0.5)
+    fill_permuted(tmp_path)
+    run = tmp_path / "runs" / "en-fakeperm"
+    run.mkdir(parents=True)
+    (run / "metrics.jsonl").write_text(json.dumps({"step": 15000, "valid_en_mlm_ppl": 1088.0,
+                                                   "valid_en_unigram_ppl": 1147.0}) + "\n")
+    for task in ("xnli", "ner", "parse"):
+        path = tmp_path / "default" / "en-fakeperm" / task / "results.json"
+        results = json.loads(path.read_text())
+        path.write_text(json.dumps({**results, "model": str(run)}))
+    found = finding(table1.build(str(tmp_path), ["fake", "fakeperm"]))
+    assert found.verdict == INCONCLUSIVE
+    assert f"{run} did not leave the unigram plateau: en dev perplexity 1,088 against the unigram floor's 1,147" \
+        in found.detail
+    (run / "metrics.jsonl").write_text(json.dumps({"step": 15000, "valid_en_mlm_ppl": 190.0,
+                                                   "valid_en_unigram_ppl": 1147.0}) + "\n")
+    assert finding(table1.build(str(tmp_path), ["fake", "fakeperm"])).verdict == HOLDS
