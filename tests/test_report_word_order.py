@@ -1,5 +1,6 @@
-"""xlt report table1 with K et al.'s word-order control (the pair en-fakeperm): its three rows in the
-Fake-English table, and whether permuting the words costs Default transfer, decided beyond the noise."""
+"""xlt report table1 with K et al.'s word-order control (the pair en-fakeperm): its table after the
+Fake-English one, and whether permuting the words costs Default transfer, decided beyond the noise
+and only on models that left the unigram plateau."""
 
 from __future__ import annotations
 

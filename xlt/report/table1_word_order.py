@@ -54,7 +54,7 @@ def word_order_matters(english: Values, noise: Optional[Noise] = None) -> Callab
             cells = [values.get(row, {}).get(task, {}).get(lang) for row in ("default", BASELINES)
                      for lang in (FAKE, PERMUTED)]
             if None in cells:
-                skipped.append(f"{task}: a Default or baseline score missing")
+                skipped.append(f"{task}: a Default or baseline score missing or left out")
                 continue
             ordered = estimate(values, noise, margin_terms(task, FAKE))
             if ordered.value < MIN_MARGIN:
