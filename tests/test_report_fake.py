@@ -37,15 +37,20 @@ def fill(root, default=DEFAULT, loss=LOSS, spread=None) -> None:
     baselines, missing.json for the rows that cannot exist."""
     scores = {"default": default, "control": CONTROL,
               **{row: {t: (z - d, e) for t, (z, e) in default.items()} for row, d in loss.items()}}
-    for row, tasks in scores.items():
-        for task, (zero_shot, english) in tasks.items():
-            write_results(root / row / "en-fake" / task / "results.json", task, "fake",
-                          one_point(task, "fake", zero_shot, en=english, spread=spread))
-    for task, (en, fake) in BASELINES.items():
-        write_baselines(root / "baselines" / "en-fake" / f"{task}.json", task, {"en": en, "fake": fake})
+    write_pair(root, "fake", scores, BASELINES, spread)
     for row, reason in NOT_APPLICABLE.items():
         (root / row / "en-fake").mkdir(parents=True)
         (root / row / "en-fake" / "missing.json").write_text(json.dumps({"reason": reason}))
+
+
+def write_pair(root, lang: str, scores: dict, baselines: dict, spread=None) -> None:
+    """An en-``lang`` pair's cells: row -> task -> (zero-shot, English), task -> (English, ``lang``) baselines."""
+    for row, tasks in scores.items():
+        for task, (zero_shot, english) in tasks.items():
+            write_results(root / row / f"en-{lang}" / task / "results.json", task, lang,
+                          one_point(task, lang, zero_shot, en=english, spread=spread))
+    for task, (en, target) in baselines.items():
+        write_baselines(root / "baselines" / f"en-{lang}" / f"{task}.json", task, {"en": en, lang: target})
 
 
 def by_claim(findings) -> dict:

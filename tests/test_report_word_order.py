@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 from conftest import assert_one_line_error, run_xlt
-from test_report import cell, one_point, write_baselines, write_results
-from test_report_fake import fill
+from test_report import cell, one_point, write_results
+from test_report_fake import fill, write_pair
 from xlt.report import table1
 from xlt.report.findings import FAILS, HOLDS, INCONCLUSIVE
 
@@ -23,12 +23,7 @@ BASELINES = {"xnli": (("majority class", 35.0), ("majority class", 35.0)),
 
 
 def fill_permuted(root, scores=PERMUTED, spread=0.5) -> None:
-    for row, tasks in scores.items():
-        for task, (zero_shot, english) in tasks.items():
-            write_results(root / row / "en-fakeperm" / task / "results.json", task, "fakeperm",
-                          one_point(task, "fakeperm", zero_shot, en=english, spread=spread))
-    for task, (en, permuted) in BASELINES.items():
-        write_baselines(root / "baselines" / "en-fakeperm" / f"{task}.json", task, {"en": en, "fakeperm": permuted})
+    write_pair(root, "fakeperm", scores, BASELINES, spread)
 
 
 def finding(t):
