@@ -113,23 +113,50 @@ def test_without_the_permuted_pair_the_table_has_no_word_order_rows(tmp_path):
                                   tmp_path / "r"), "fakeperm is fake's word-order control")
 
 
-def test_a_permuted_model_still_on_the_unigram_plateau_is_left_out_by_its_pretraining(tmp_path):
-    # its English fine-tuning edges past the control's, but its pretraining never left the unigram floor:
-    # what it transfers says nothing about word order
+def test_the_ordered_pairs_cells_keep_their_own_noise(tmp_path):
+    # fake: Default's models 40 and 39, Sep L1-3's 36 and 26 (pooled sd 5.0); fakeperm: Default's 20 and 30
     fill(tmp_path, spread=0.5)
     fill_permuted(tmp_path)
-    run = tmp_path / "runs" / "en-fakeperm"
-    run.mkdir(parents=True)
-    (run / "metrics.jsonl").write_text(json.dumps({"step": 15000, "valid_en_mlm_ppl": 1088.0,
+    for row, lang, score in (("default", "fake", 39.0), ("sep-l1-3", "fake", 26.0), ("default", "fakeperm", 30.0)):
+        write_results(tmp_path / row / f"en-{lang}-seed1" / "ner" / "results.json", "ner", lang,
+                      one_point("ner", lang, score, en=60.0, spread=0.5))
+    write_results(tmp_path / "default" / "en-fakeperm" / "ner" / "results.json", "ner", "fakeperm",
+                  one_point("ner", "fakeperm", 20.0, en=58.0, spread=0.5))
+    found = finding(table1.build(str(tmp_path), ["fake", "fakeperm"]))
+    # lost 39.5 - 25 = 14.5; 2 SE = 2 sqrt(5.0^2 / 2 + 7.1^2 / 2) = 12.3 with the ordered Default at its own
+    # pair's pooled sd (5.0); at the joint pool's (5.8, the permuted pair counted in) it would read 12.9
+    assert "lost +14.5 (2 SE 12.3, pretraining seeds counted)" in found.detail
+
+
+def plateau_run(root, name: str, ppl: float):
+    run = root / "runs" / name
+    run.mkdir(parents=True, exist_ok=True)
+    (run / "metrics.jsonl").write_text(json.dumps({"step": 15000, "valid_en_mlm_ppl": ppl,
                                                    "valid_en_unigram_ppl": 1147.0}) + "\n")
+    return run
+
+
+def name_model(root, pair: str, run) -> None:
+    """The model behind a pair's Default cells, as results files name it."""
     for task in ("xnli", "ner", "parse"):
-        path = tmp_path / "default" / "en-fakeperm" / task / "results.json"
-        results = json.loads(path.read_text())
-        path.write_text(json.dumps({**results, "model": str(run)}))
+        path = root / "default" / pair / task / "results.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), "model": str(run)}))
+
+
+def test_a_default_model_still_on_the_unigram_plateau_is_left_out_by_its_pretraining(tmp_path):
+    # its English fine-tuning may edge past the control's, but its pretraining never left the unigram
+    # floor: what it transfers says nothing about word order
+    fill(tmp_path, spread=0.5)
+    fill_permuted(tmp_path)
+    run = plateau_run(tmp_path, "en-fakeperm", 1088.0)
+    name_model(tmp_path, "en-fakeperm", run)
     found = finding(table1.build(str(tmp_path), ["fake", "fakeperm"]))
     assert found.verdict == INCONCLUSIVE
     assert f"{run} did not leave the unigram plateau: en dev perplexity 1,088 against the unigram floor's 1,147" \
         in found.detail
-    (run / "metrics.jsonl").write_text(json.dumps({"step": 15000, "valid_en_mlm_ppl": 190.0,
-                                                   "valid_en_unigram_ppl": 1147.0}) + "\n")
+    plateau_run(tmp_path, "en-fakeperm", 190.0)
     assert finding(table1.build(str(tmp_path), ["fake", "fakeperm"])).verdict == HOLDS
+    # the ordered pair's Default alike
+    name_model(tmp_path, "en-fake", plateau_run(tmp_path, "en-fake", 1100.0))
+    found = finding(table1.build(str(tmp_path), ["fake", "fakeperm"]))
+    assert found.verdict == INCONCLUSIVE and "en-fake did not leave the unigram plateau" in found.detail

@@ -11,7 +11,7 @@ from conftest import assert_one_line_error, run_xlt
 from xlt.finetune.ner import read_tagged
 from xlt.text.fake import fake_file, to_english, to_fake
 from xlt.text.tokenize import Tokenizer
-from xlt.text.word_order import permute_file, permute_tokens, sentences, split_edges
+from xlt.text.word_order import permute_file, permute_tokens, sentences, spelled
 
 RAW = ("The land on which the street lies was part of an estate. It was sold in 1949 by the Vera family! "
        "\"Why?\" asked the mayor, who wanted a new road through it.")
@@ -58,10 +58,27 @@ def test_words_are_permuted_within_each_sentence_only():
     assert permute_tokens(to_fake(PARAGRAPH), 0) == to_fake(permute_tokens(PARAGRAPH, 0))
 
 
-def test_raw_sentences_have_the_punctuation_at_word_edges_split_off_as_the_tokenizer_would():
-    assert split_edges(RAW.split(". It")[0] + ".") == "The land on which the street lies was part of an estate ."
-    assert split_edges('"Why?" asked Mr. U.S. (really)') == '" Why ? " asked Mr . U.S . ( really )'
-    assert split_edges(to_fake("an estate.")) == to_fake("an estate .")
+def test_permuted_raw_sentences_give_the_tokenizer_the_permuted_tokens_back(tmp_path):
+    # XNLI's sentences are raw: permuted as tokens, then written so that fine-tuning's tokenizer reads those
+    # tokens (clitics written against a word: standalone, Moses would split their apostrophe off too)
+    sentences_ = ["I don't think it's Mr. Smith's U.S. house... or is it?", "They've gone; I'm not, I'm not.",
+                  "'s odd: that'll do, won't it?"]
+    source, out = tmp_path / "en.tsv", tmp_path / "perm.tsv"
+    source.write_text("".join(f"{s}\tIt's fine.\tneutral\n" for s in sentences_))
+    permute_file(source, out, "xnli", seed=5)
+    english = Tokenizer("en")
+    for original, line in zip(sentences_, out.read_text().splitlines()):
+        premise = line.split("\t")[0]
+        assert Counter(english.tokenize(premise).split()) == Counter(english.tokenize(original).split())
+        assert english.tokenize(premise) != english.tokenize(original)
+    # one word per clitic: a third clitic with no word left to take it stays alone
+    assert spelled(["'s", ",", "dog", "'t", "'s", "cat", "."]) == ", dog's cat't . 's"
+    fake = tmp_path / "fake.tsv"
+    fake_file(source, fake, "xnli")
+    permute_file(fake, tmp_path / "fakeperm.tsv", "xnli", seed=5)
+    # Fake-English's sentences are permuted as their English twins
+    assert [line.split("\t") for line in (tmp_path / "fakeperm.tsv").read_text().splitlines()] == \
+        [[to_fake(p), to_fake(h), label] for p, h, label in (line.split("\t") for line in out.read_text().splitlines())]
 
 
 def test_permuted_fake_english_is_the_twin_of_permuted_english(tmp_path):

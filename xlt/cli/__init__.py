@@ -51,7 +51,7 @@ SHORT_HELP = {
     "bpe": "Byte-pair encoding, byte-identical to fastBPE (codes and vocabularies in its formats).",
     "codeswitch": "Replace dictionary words by their translations (the paper's \"Extra anchors\").",
     "fake-english": "Fake-English: English text or task data with every character replaced by a twin of its own.",
-    "permute-words": "K et al.'s word-order control: permute the words of each sentence, nothing else.",
+    "permute-words": "K et al.'s word-order control: permute the words of each sentence, keep labels and arcs.",
     "binarize": "Encode BPE'd text (one sentence per line) into a memory-mapped token store.",
     "data": "Fetch and check the data sets that xlt's pipelines use (one recipe per data set).",
     "pretrain": "Pretrain a bilingual or multilingual masked language model.",

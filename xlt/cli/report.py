@@ -69,7 +69,8 @@ def table1(results_dir: str, langs: str, paper_numbers, output_dir: str) -> None
     Two reference rows follow Default: No pretraining (the control: an untrained encoder fine-tuned
     the same way) and the best trivial baseline (`xlt baselines`). A second table gives every row's
     English (source) test scores. The Fake-English pair (`fake` in --langs) gets a table of its own:
-    zero-shot, English and relative transfer per task, and the paper's findings decided on it.
+    zero-shot, English and relative transfer per task, and the paper's findings decided on it; with
+    `fakeperm` too, K et al.'s word-order control follows it (docs/fake_english.md).
 
     \b
     Example:

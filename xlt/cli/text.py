@@ -112,7 +112,6 @@ def fake_english(fmt: str, input_path: str, output_path: str) -> None:
     log.info(f"fake-english: {lines:,} lines")
 
 
-
 @click.command("permute-words")
 @click.option("--format", "fmt", type=click.Choice(("text", "xnli", "wikiann", "conllu")), default="text",
               show_default=True,
@@ -125,7 +124,7 @@ def fake_english(fmt: str, input_path: str, output_path: str) -> None:
 @click.option("--output", "-o", "output_path", type=OutputPath(), default="-", metavar="FILE",
               help="Output file (default: stdout).")
 def permute_words(fmt: str, seed: int, input_path: str, output_path: str) -> None:
-    """K et al.'s word-order control: permute the words of each sentence, nothing else.
+    """K et al.'s word-order control: permute the words of each sentence, keep labels and arcs.
 
     For English or Fake-English text and task files: a Fake-English file permuted is the
     language `fakeperm` (tokenized as `fake`), whose transfer from English cannot rest on

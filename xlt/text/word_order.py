@@ -15,9 +15,10 @@ What moves, per format:
   an abbreviation that ends a token ("O.") cuts a sentence too, which only shortens the span the
   tokens move in. Raw text would move punctuation glued to its word, which the tokenizer then
   splits off only where it still ends a sentence: tokenize first.
-- ``xnli``: premise and hypothesis, raw sentences that fine-tuning tokenizes: the punctuation at a
-  word's edges is split off first (``estate.`` -> ``estate`` ``.``), so it moves as a token as it
-  does in the other formats, then the pieces are permuted as ``text``'s; the label stays.
+- ``xnli``: premise and hypothesis, raw sentences that fine-tuning tokenizes: tokenized here as
+  fine-tuning will (English's rules), permuted as ``text``'s, and written so that the tokenizer
+  gives those tokens back (:func:`spelled`: a clitic such as ``'s`` is written against a word); the
+  label stays.
 - ``wikiann``: the tokens of a sentence with their tags, an entity (``B-X`` and the ``I-X`` after
   it) moving as one unit, so every entity is kept; an entity that starts with ``I-X`` (IOB1) is
   written with ``B-X`` there, its IOB2 form, so that two moved next to each other stay two.
@@ -37,7 +38,7 @@ import random
 import re
 from typing import Iterable, Iterator, Optional, Sequence
 
-from xlt.text.fake import to_english
+from xlt.text.fake import FAKE, to_english
 from xlt.utils.errors import PathLike, XltError
 from xlt.utils.textio import atomic_output, read_numbered_lines
 
@@ -45,14 +46,15 @@ PERMUTED = "fakeperm"   # the language code of Fake-English with its words permu
 _SENTENCE_END = re.compile(r"""^[.!?]+["')\]]*$|[.!?]$""")
 _CLOSING = re.compile(r"""^["')\]]+$""")
 _SENTENCE_START = re.compile(r"""^(["'(\[]+$|["'(\[]?[A-Z0-9])""")
-_EDGES = re.compile(r"""^([("'\[]*)(.*?)([.,!?;:"')\]]*)$""")
+_CLITIC = re.compile(r"^'[A-Za-z]")
+_WORD_END = re.compile(r"[A-Za-z0-9]$")
 Numbered = tuple[int, str]
 
 
 def shuffled(items: Sequence, seed: int, key: str) -> list:
     """``items`` in an order drawn from ``seed`` and ``key`` alone (random's str seeding is SHA-512,
     not Python's salted hash, so it is the same in every process). The key is read as English, so
-    a Fake-English unit is permuted as its English twin is: mapping and permuting commute."""
+    a Fake-English unit is permuted as its English twin of the same text is."""
     out = list(items)
     random.Random(f"{seed}\t{to_english(key)}").shuffle(out)
     return out
@@ -83,18 +85,35 @@ def permute_tokens(line: str, seed: int) -> str:
     return " ".join(t for run in sentences(line.split()) for t in shuffled(run, seed, " ".join(run)))
 
 
-def split_edges(text: str) -> str:
-    """Raw words with the punctuation at their edges split off (``"Why?"`` -> ``" Why ? "``); what is
-    inside a word (``U.S``, ``don't``) stays."""
-    pieces = []
-    for word in text.split():
-        lead, core, trail = _EDGES.match(to_english(word)).groups()
-        if not core:
-            pieces.append(word)
+def spelled(tokens: Sequence[str]) -> str:
+    """Permuted tokens written so that the tokenizer gives them back: a clitic (``'s``, ``'t``,
+    ``'re``) is written against a word before it, as English spells it, since Moses splits it off
+    again only there (after a space or a mark it splits its apostrophe off as well). One that follows
+    no word, or a word that already has one, goes to the next word that has none."""
+    out: list[str] = []
+    hosts: list[bool] = []      # out[i] can take a clitic
+    pending: list[str] = []
+    for token in tokens:
+        if _CLITIC.match(to_english(token)):
+            if out and hosts[-1]:
+                out[-1] += token
+                hosts[-1] = False
+            else:
+                pending.append(token)
             continue
-        a, b = len(lead), len(word) - len(trail)
-        pieces += [*word[:a], word[a:b], *word[b:]]
-    return " ".join(pieces)
+        out.append(token)
+        hosts.append(bool(_WORD_END.search(to_english(token))))
+        if pending and hosts[-1]:
+            out[-1] += pending.pop(0)
+            hosts[-1] = False
+    for token in pending:       # no word left after it: the last word that can still take one, else alone
+        i = next((i for i in reversed(range(len(out))) if hosts[i]), None)
+        if i is None:
+            out.append(token)
+        else:
+            out[i] += token
+            hosts[i] = False
+    return " ".join(out)
 
 
 def _text(numbered: Iterable[Numbered], seed: int) -> Iterator[Numbered]:
@@ -102,12 +121,17 @@ def _text(numbered: Iterable[Numbered], seed: int) -> Iterator[Numbered]:
 
 
 def _xnli(numbered: Iterable[Numbered], seed: int) -> Iterator[Numbered]:
+    # imported here: xlt.text.tokenize imports this module (for the language code)
+    from xlt.text.tokenize import Tokenizer
+
+    tokenizers = {lang: Tokenizer(lang) for lang in ("en", FAKE)}    # both English's rules
     for lineno, line in numbered:
         columns = line.split("\t")
         if len(columns) < 3:
             raise XltError("expected premise<TAB>hypothesis<TAB>label", line=lineno)
-        sentences_ = [permute_tokens(split_edges(c), seed) for c in columns[:2]]
-        yield lineno, "\t".join([*sentences_, *columns[2:]])
+        permuted = [spelled(permute_tokens(tokenizers[FAKE if to_english(c) != c else "en"].tokenize(c), seed).split())
+                    for c in columns[:2]]
+        yield lineno, "\t".join([*permuted, *columns[2:]])
 
 
 def _blocks(numbered: Iterable[Numbered]) -> Iterator[tuple[list[Numbered], Optional[Numbered]]]:
