@@ -116,7 +116,7 @@ def fake_english(fmt: str, input_path: str, output_path: str) -> None:
 @click.option("--format", "fmt", type=click.Choice(("text", "xnli", "wikiann", "conllu")), default="text",
               show_default=True,
               help="text: tokenized text, the tokens of each sentence; xnli: premise<TAB>hypothesis<TAB>label, raw "
-                   "(punctuation at a word's edges split off first); wikiann: word<TAB>tag lines, an entity "
+                   "(tokenized as fine-tuning will, then permuted); wikiann: word<TAB>tag lines, an entity "
                    "moving whole; conllu: token lines renumbered, HEADs with them. Labels and arcs are kept.")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Each sentence's order is drawn from the seed and the sentence's own text.")
