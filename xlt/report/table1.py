@@ -30,7 +30,7 @@ from xlt.report.table1_cells import (NOISE, SOURCE, Row, baseline_names, collect
 # The findings' constants and helpers are part of this module's interface (liu.py and the tests use them).
 from xlt.report.table1_findings import (BASELINES, CHANCE, CONTROL, FEW_POINTS, MIN_MARGIN, TASKS,  # noqa: F401
                                         EnglishScores, Values, findings, mean)
-from xlt.text.word_order import PERMUTED
+from xlt.text.fake import PERMUTED
 from xlt.utils.errors import XltError
 
 AVERAGE = "Δ"

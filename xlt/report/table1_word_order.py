@@ -25,8 +25,7 @@ from xlt.report.table1_cells import SOURCE, Row, collect, model_dirs, noise_of, 
 from xlt.report.table1_findings import (BASELINES, CONTROL, MIN_MARGIN, TASKS, EnglishScores, Values, gated,
                                         unlearned)
 from xlt.report.table1_scores import relative_transfer
-from xlt.text.fake import FAKE
-from xlt.text.word_order import PERMUTED
+from xlt.text.fake import FAKE, PERMUTED
 
 ROWS = ("default", CONTROL, BASELINES)
 COLUMNS = ["zero-shot", "English", "relative"]

@@ -25,6 +25,7 @@ from xlt.utils.errors import PathLike, XltError
 from xlt.utils.textio import atomic_output, read_numbered_lines
 
 FAKE = "fake"
+PERMUTED = "fakeperm"   # Fake-English with each sentence's words permuted (xlt.text.word_order)
 ORIGINAL = "en"  # the language whose rules tokenize Fake-English
 OFFSET = 0xF0000
 _LAST = 0xFFFD  # the plane's last private-use code point is U+FFFFD: OFFSET + 0xFFFD

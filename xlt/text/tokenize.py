@@ -37,10 +37,9 @@ from typing import Iterable, Iterator, Optional
 
 import regex
 
-from xlt.text.fake import FAKE
+from xlt.text.fake import FAKE, PERMUTED
 from xlt.text.fake import to_english as _to_english
 from xlt.text.fake import to_fake as _to_fake
-from xlt.text.word_order import PERMUTED
 from xlt.utils import log
 from xlt.utils.errors import PathLike, XltError
 from xlt.utils.textio import atomic_output, read_json, read_lines, write_json

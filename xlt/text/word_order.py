@@ -39,10 +39,10 @@ import re
 from typing import Iterable, Iterator, Optional, Sequence
 
 from xlt.text.fake import FAKE, to_english
+from xlt.text.tokenize import Tokenizer
 from xlt.utils.errors import PathLike, XltError
 from xlt.utils.textio import atomic_output, read_numbered_lines
 
-PERMUTED = "fakeperm"   # the language code of Fake-English with its words permuted
 _SENTENCE_END = re.compile(r"""^[.!?]+["')\]]*$|[.!?]$""")
 _CLOSING = re.compile(r"""^["')\]]+$""")
 _SENTENCE_START = re.compile(r"""^(["'(\[]+$|["'(\[]?[A-Z0-9])""")
@@ -121,9 +121,6 @@ def _text(numbered: Iterable[Numbered], seed: int) -> Iterator[Numbered]:
 
 
 def _xnli(numbered: Iterable[Numbered], seed: int) -> Iterator[Numbered]:
-    # imported here: xlt.text.tokenize imports this module (for the language code)
-    from xlt.text.tokenize import Tokenizer
-
     tokenizers = {lang: Tokenizer(lang) for lang in ("en", FAKE)}    # both English's rules
     for lineno, line in numbered:
         columns = line.split("\t")
