@@ -12,13 +12,14 @@ from typing import Any, Optional, Sequence
 
 from xlt.report.findings import Inconclusive
 from xlt.report.noise import SE_MULTIPLE, SINGLE_SEED_SD, SINGLE_SEED_SD_ENGLISH, Noise, Spread, pooled_sd
-from xlt.report.render import Cell
+from xlt.report.render import Cell, ReportTable
 from xlt.report.sources import (BASELINES_FORMAT, FINETUNE_FORMAT, Reading, baseline_score, finetune_score,
                                 has_lang_embeddings, load_json, missing_reason, unigram_fit)
 from xlt.report.table1_findings import BASELINES, CONTROL, TASKS, Values
 from xlt.report.table1_scores import relative_transfer
 
 SOURCE = "en"
+PAIR_COLUMNS = ["zero-shot", "English", "relative"]   # a pair's table, per task (pair_table)
 
 NOISE = (f"± = sample std over the n fine-tuning seeds of a cell (n > 1 only). A finding holds or fails only where "
          f"its margin is more than {SE_MULTIPLE:g} standard errors from its threshold (SE of a difference: "
@@ -253,3 +254,20 @@ def relative_cell(values: Values, english: Values, row: Row, task: str, gap: Opt
         return Cell(value=relative_transfer(values, english, row.key, task, lang), digits=2)
     except Inconclusive as reason:
         return Cell(gap=str(reason))
+
+
+def pair_table(title: str, lang: str, rows: Sequence[Row], values: Values, english: Values, readings: dict,
+               english_readings: dict) -> ReportTable:
+    """One pair's table (Fake-English's, its word-order control's): per task the zero-shot score on
+    ``lang``'s test set, the same model's English score and the relative transfer."""
+    table = ReportTable(name="table1", title=title, stub="Model", groups=[(t, PAIR_COLUMNS) for _, t in TASKS],
+                        part=lang, part_column="tested_on")
+    for row in rows:
+        cells = []
+        for task, _ in TASKS:
+            target, source = readings[row.key, task, lang], english_readings[row.key, task, lang]
+            note = "; ".join(filter(None, [source.note, freezing_note(english_readings, (row.key, task, lang))]))
+            cells += [value_cell(target, note=target.note), value_cell(source, note=note or None),
+                      relative_cell(values, english, row, task, target.gap, lang)]
+        table.add_row(row.label, cells)
+    return table

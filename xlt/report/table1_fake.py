@@ -27,21 +27,20 @@ from dataclasses import replace
 from functools import partial
 from typing import Callable, Optional, Sequence
 
+from xlt.report import table1_word_order
 from xlt.report.findings import Finding, Inconclusive, Verdict, check
 from xlt.report.noise import SINGLE_SEED_SD, SINGLE_SEED_SD_ENGLISH, Noise, estimate, judge, judge_tied, settle
-from xlt.report.render import Cell, ReportTable
-from xlt.report.table1_cells import (NOISE, Row, baseline_names, collect, freezing_note, frozen_more,
-                                    lang_embeddings_remark, noise_of, relative_cell, value_cell)
+from xlt.report.render import ReportTable
+from xlt.report.table1_cells import (NOISE, Row, baseline_names, collect, frozen_more, lang_embeddings_remark,
+                                    noise_of, pair_table)
 from xlt.report.table1_findings import (BASELINES, CONTROL, TASKS, TIE, EnglishScores, Floor, Values,
                                         deeper_separation_hurts, extra_anchors_help, gated, sep_emb_l16_collapses,
                                         transfers, unlearned)
-from xlt.report import table1_word_order
 from xlt.report.table1_scores import relative_transfer
 from xlt.text.fake import FAKE
 
 FLOOR = Floor("the best trivial baseline", BASELINES)
 SEPARATED = ("sep-emb", "sep-emb+l1-3", "sep-emb+l1-6", "sep-l1-3", "sep-l1-6")
-COLUMNS = ["zero-shot", "English", "relative"]
 REFERENCE = {CONTROL: "No pretraining", BASELINES: "the baseline"}
 
 
@@ -130,17 +129,8 @@ def build(results_dir: str, rows: Sequence[Row], word_order: bool = False) -> Re
     """The pair's table (Table 1's rows) with its findings; with ``word_order``, K et al.'s control as a
     section after it, and its finding with the others (:mod:`xlt.report.table1_word_order`)."""
     values, readings, english, english_readings = collect(results_dir, rows, [FAKE])
-    table = ReportTable(name="table1", title="Fake-English (K et al. 2020): zero-shot transfer from English to its "
-                        "twin that shares no token with it", stub="Model",
-                        groups=[(title, COLUMNS) for _, title in TASKS], part=FAKE, part_column="tested_on")
-    for row in rows:
-        cells = []
-        for task, _ in TASKS:
-            target, source = readings[row.key, task, FAKE], english_readings[row.key, task, FAKE]
-            note = "; ".join(filter(None, [source.note, freezing_note(english_readings, (row.key, task, FAKE))]))
-            cells += [value_cell(target, note=target.note), value_cell(source, note=note or None),
-                      relative_cell(values, english, row, task, target.gap, FAKE)]
-        table.add_row(row.label, cells)
+    table = pair_table("Fake-English (K et al. 2020): zero-shot transfer from English to its twin that shares no "
+                       "token with it", FAKE, rows, values, english, readings, english_readings)
     table.remarks = [
         "Zero-shot: the en-fake model's score on the Fake-English test set (English's, every character mapped, "
         "labels kept); English: the same model on the English test set. relative = (zero-shot - best trivial "

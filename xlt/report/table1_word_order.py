@@ -21,21 +21,21 @@ from xlt.report.findings import Finding, Inconclusive, Verdict, check
 from xlt.report.noise import SINGLE_SEED_SD, Noise, estimate, judge, settle
 from xlt.report.render import ReportTable
 from xlt.report.sources import plateau_reason
-from xlt.report.table1_cells import SOURCE, Row, collect, model_dirs, noise_of, relative_cell, value_cell
+from xlt.report.table1_cells import SOURCE, Row, collect, model_dirs, noise_of, pair_table
 from xlt.report.table1_findings import (BASELINES, CONTROL, MIN_MARGIN, TASKS, EnglishScores, Values, gated,
                                         unlearned)
 from xlt.report.table1_scores import relative_transfer
 from xlt.text.fake import FAKE, PERMUTED
 
 ROWS = ("default", CONTROL, BASELINES)
-COLUMNS = ["zero-shot", "English", "relative"]
 CLAIM = ("Transfer rests on word order (K et al. 2020): with Fake-English's words permuted within each sentence "
          "(in pretraining and test alike), Default's zero-shot margin over the best trivial baseline is smaller, "
          "on every task where Default transfers to Fake-English in its order.")
 
 
-def margin_terms(task: str, lang: str) -> dict:
-    return {("default", task, lang): 1.0, (BASELINES, task, lang): -1.0}
+def margin_terms(task: str, lang: str, sign: float = 1.0) -> dict:
+    """Default's margin over the best trivial baseline on ``lang`` (times ``sign``) as terms."""
+    return {("default", task, lang): sign, (BASELINES, task, lang): -sign}
 
 
 def word_order_matters(english: Values, noise: Optional[Noise] = None) -> Callable[[Values], Verdict]:
@@ -61,8 +61,7 @@ def word_order_matters(english: Values, noise: Optional[Noise] = None) -> Callab
                                "nothing to lose")
                 continue
             permuted = estimate(values, noise, margin_terms(task, PERMUTED))
-            lost = estimate(values, noise, {**margin_terms(task, FAKE),
-                                            **{c: -v for c, v in margin_terms(task, PERMUTED).items()}})
+            lost = estimate(values, noise, {**margin_terms(task, FAKE), **margin_terms(task, PERMUTED, -1.0)})
             parts.append((task, judge(lost)))
             texts.append(f"{task}: over the baseline {ordered.value:+.1f} in order, {permuted.value:+.1f} permuted "
                          f"(relative transfer {relative(values, FAKE, task)} vs {relative(values, PERMUTED, task)}); "
@@ -87,16 +86,8 @@ def section(results_dir: str, rows: Sequence[Row], values: Values, english: Valu
     ordered pair's zero-shot and English scores, its cells' readings and their noise."""
     rows = [row for row in rows if row.key in ROWS]
     p_values, p_readings, p_english, p_english_readings = collect(results_dir, rows, [PERMUTED])
-    table = ReportTable(name="table1", title="Word order (K et al. 2020): Fake-English with its words permuted within "
-                        "each sentence", stub="Model", groups=[(title, COLUMNS) for _, title in TASKS],
-                        part=PERMUTED, part_column="tested_on")
-    for row in rows:
-        cells = []
-        for task, _ in TASKS:
-            target, source = p_readings[row.key, task, PERMUTED], p_english_readings[row.key, task, PERMUTED]
-            cells += [value_cell(target, note=target.note), value_cell(source, note=source.note),
-                      relative_cell(p_values, p_english, row, task, target.gap, PERMUTED)]
-        table.add_row(row.label, cells)
+    table = pair_table("Word order (K et al. 2020): Fake-English with its words permuted within each sentence",
+                       PERMUTED, rows, p_values, p_english, p_readings, p_english_readings)
     table.remarks = [
         f"The pair en-{PERMUTED}: the Fake-English pretraining text and test sets with each sentence's words "
         "permuted (entities whole, heads renumbered; xlt permute-words), pretrained and fine-tuned as the "
@@ -121,7 +112,7 @@ def plateaued(readings: dict) -> dict:
     perplexity did not leave the unigram plateau (:func:`xlt.report.sources.plateau_reason`)."""
     out, reasons = {}, {}
     for (row, task, lang), reading in readings.items():
-        if row != "default" or lang not in (FAKE, PERMUTED):
+        if row != "default":
             continue
         for path in model_dirs(reading):
             if path not in reasons:
