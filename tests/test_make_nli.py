@@ -7,7 +7,7 @@ import os
 import subprocess
 
 from conftest import REPO
-from test_makefile import LEAKING, dry_run, xlt_commands
+from test_makefile import LEAKING, _touch_in_order, dry_run, xlt_commands
 
 FILES = {"mnli/mnli_20k": 3, "snli/snli_train_sample_9999": 2, "snli/snli_dev": 1, "snli/snli_test": 2}
 
@@ -48,3 +48,22 @@ def test_every_xnli_cell_and_its_baselines_train_on_the_union_when_asked(tmp_pat
     # and without it, MNLI's sample as before
     default = xlt_commands(dry_run(work, "SCALE=demo", f"{work}/table1/default/en-fr/xnli/results.json"), "finetune xnli")
     assert f"--train en {work}/tasks/nli/mnli/mnli_20k.tsv " in default[0]
+
+
+def test_a_cell_trained_on_another_nli_file_is_made_again_and_only_then(tmp_path):
+    work = tmp_path / "w"
+    cells = [work / "table1" / "default" / "en-fr" / "xnli" / "results.json", work / "table1" / "baselines" / "en-fr" / "xnli.json"]
+    inputs = ["models/default/en-fr/finished", "tasks/nli/mnli/mnli_20k.tsv", "tasks/nli/mnli_snli.tsv",
+              *(f"tasks/xnli/{split}-{lang}.tsv" for split in ("dev", "test") for lang in ("en", "fr"))]
+    old = [flag for name in inputs for flag in ("-o", str(work / name))]   # there, and older than any cell
+
+    def planned(*args: str) -> list[str]:
+        lines = dry_run(work, "SCALE=demo", *args, *map(str, cells), *old)
+        return xlt_commands(lines, "finetune xnli") + xlt_commands(lines, "-q baselines xnli")
+
+    assert len(planned("XNLI_TRAIN=nli/mnli_snli.tsv")) == 2   # records the settings the cells are made with
+    _touch_in_order([*(work / "settings").iterdir(), *cells], seconds_ago=500)   # as a finished run leaves them
+    assert planned("XNLI_TRAIN=nli/mnli_snli.tsv") == []
+    # back to MNLI's sample, a file older than both cells: they are made again, on it
+    again = planned()
+    assert len(again) == 2 and all(f"--train en {work}/tasks/nli/mnli/mnli_20k.tsv " in line for line in again)

@@ -350,7 +350,8 @@ def test_a_pair_fine_tunes_with_its_own_arguments_and_their_change_reruns_only_i
                                                         "tasks/xnli/dev-en.tsv", f"tasks/xnli/dev-{lang}.tsv",
                                                         f"tasks/xnli/test-{lang}.tsv") for flag in ("-o", str(work / name))]
     dry_run(work, "LANGS=fr fake", *map(str, results.values()), *old)   # records the settings (the plan's were --epochs 8)
-    settings = [work / "settings" / name for name in ("seeds-xnli", "args-xnli-fr", "args-xnli-fake")]
+    settings = [work / "settings" / name for name in ("seeds-xnli", "args-xnli-fr", "args-xnli-fake",
+                                                                 "train-xnli")]
     _touch_in_order([*settings, *results.values()], seconds_ago=500)    # as a finished run leaves them
     assert xlt_commands(dry_run(work, "LANGS=fr fake", *map(str, results.values()), *old), "finetune") == []
     rerun = xlt_commands(dry_run(work, "LANGS=fr fake", "XNLI_ARGS_fake=--epochs 5", *map(str, results.values()), *old),
