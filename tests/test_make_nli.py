@@ -3,11 +3,10 @@ file (make/table1.mk). The file is made for real from a tiny mirror; the cells a
 
 from __future__ import annotations
 
-import os
 import subprocess
 
 from conftest import REPO
-from test_makefile import LEAKING, _touch_in_order, dry_run, xlt_commands
+from test_makefile import dry_run, make_env, touch_in_order, xlt_commands
 
 FILES = {"mnli/mnli_20k": 3, "snli/snli_train_sample_9999": 2, "snli/snli_dev": 1, "snli/snli_test": 2}
 
@@ -28,7 +27,7 @@ def test_the_union_holds_every_pair_of_mnli_and_snli_in_order_with_no_stride(tmp
     expected = tiny_mirror(tmp_path / "data")
     work = tmp_path / "w"
     target = work / "tasks" / "nli" / "mnli_snli.tsv"
-    env = {k: v for k, v in os.environ.items() if k not in LEAKING}
+    env = make_env()
     # the demo keeps every 2nd MNLI pair of its own file; the union is whole at every scale
     subprocess.run(["make", "-s", f"W={work}", f"XLT_DATA={tmp_path / 'data'}", "SCALE=demo", str(target)],
                    cwd=REPO, check=True, capture_output=True, timeout=120, env=env)
@@ -62,7 +61,7 @@ def test_a_cell_trained_on_another_nli_file_is_made_again_and_only_then(tmp_path
         return xlt_commands(lines, "finetune xnli") + xlt_commands(lines, "-q baselines xnli")
 
     assert len(planned("XNLI_TRAIN=nli/mnli_snli.tsv")) == 2   # records the settings the cells are made with
-    _touch_in_order([*(work / "settings").iterdir(), *cells], seconds_ago=500)   # as a finished run leaves them
+    touch_in_order([*(work / "settings").iterdir(), *cells], seconds_ago=500)   # as a finished run leaves them
     assert planned("XNLI_TRAIN=nli/mnli_snli.tsv") == []
     # back to MNLI's sample, a file older than both cells: they are made again, on it
     again = planned()

@@ -8,7 +8,7 @@ import re
 import time
 from pathlib import Path
 
-from test_makefile import _touch_in_order, any_xlt_command, dry_run, make_words, xlt_commands
+from test_makefile import touch_in_order, any_xlt_command, dry_run, make_words, xlt_commands
 
 THREE = "12,156,78"
 
@@ -55,7 +55,7 @@ def test_seeds_added_to_a_finished_run_re_run_that_task_only(tmp_path):
     inputs += [work / "tasks" / line.split(" > ")[-1].split(".tmp")[0].split("/tasks/")[1]
                for line in lines if "/tasks/" in line and " > " in line and "awk" in line]
     settings = sorted((work / "settings").iterdir())
-    _touch_in_order([*inputs, *settings, *cells], seconds_ago=1000)
+    touch_in_order([*inputs, *settings, *cells], seconds_ago=1000)
     default_only = ["TABLE1_ROWS=default", f"{work}/table1/default/en-fr/ner/results.json",
                     f"{work}/table1/default/en-fr/xnli/results.json", f"{work}/table1/control/en-fr/ner/results.json"]
     assert xlt_commands(dry_run(work, "SCALE=demo", *default_only), "finetune") == []
@@ -70,7 +70,7 @@ def test_a_pretraining_seed_added_to_a_finished_table_is_pretrained_and_fine_tun
     work = tmp_path / "w"
     dry_run(work, "SCALE=demo", "reproduce-table1")   # records the settings, as the finished run did
     results = make_words(work, "$(TABLE1_RESULTS)", "SCALE=demo")
-    _touch_in_order([*sorted((work / "settings").iterdir()), *map(Path, results), work / "report" / "table1.md"],
+    touch_in_order([*sorted((work / "settings").iterdir()), *map(Path, results), work / "report" / "table1.md"],
                     seconds_ago=1000)
     assert any_xlt_command(dry_run(work, "SCALE=demo", "reproduce-table1")) == []
 

@@ -3,7 +3,6 @@ fine-tuned as a Table 1 cell, one ``xlt report steps`` (read with ``make -n``); 
 made from a shorter one (make run for real, with a stand-in for xlt that writes only what the next
 rule reads)."""
 
-import os
 import re
 import shutil
 import subprocess
@@ -11,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from test_make_dynamics import commands
-from test_makefile import LEAKING, REPO, english_corpus, make_words, xlt_commands
+from test_makefile import REPO, english_corpus, make_env, make_words, xlt_commands
 
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="GNU make is not installed")
 
@@ -95,7 +94,7 @@ def test_a_longer_curve_resumes_the_run_and_fine_tunes_only_the_new_snapshots(tm
     work, fake = tmp_path / "w", tmp_path / "xlt"
     fake.write_text(FAKE_XLT)
     fake.chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if k not in LEAKING}
+    env = make_env()
     # What the curve reads besides its own run: made here, and never remade (-o: "treat as very old").
     inputs = make_words(work, "$(call row_data,default/en-fake)/stores.stamp "
                               "$(foreach t,xnli ner parse,$(call $(t)_files,fake)) $(CURVE_REFERENCES)")

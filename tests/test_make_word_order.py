@@ -3,11 +3,10 @@ is fake's tokenized text permuted, Default alone, with fake's settings, read bes
 
 from __future__ import annotations
 
-import os
 import subprocess
 
 from conftest import REPO
-from test_makefile import LEAKING, dry_run, english_corpus, make_words, xlt_commands
+from test_makefile import dry_run, english_corpus, make_env, make_words, xlt_commands
 
 
 def test_the_word_order_control_is_default_on_fakes_text_permuted_with_fakes_settings(tmp_path):
@@ -44,7 +43,7 @@ def test_the_word_order_control_is_default_on_fakes_text_permuted_with_fakes_set
     assert [m for m in models if "fakeperm" in m] == [f"{work}/models/default/en-fakeperm/finished",
                                                       f"{work}/models/default/en-fakeperm-seed1/finished"]
     # the control alone, with nothing to compare it with, is refused before any work
-    env = {k: v for k, v in os.environ.items() if k not in LEAKING}
+    env = make_env()
     alone = subprocess.run(["make", "-n", f"W={work}", "LANGS=fakeperm", "reproduce-table1"], cwd=REPO,
                            capture_output=True, text=True, env=env)
     assert alone.returncode != 0 and 'set LANGS="fake fakeperm"' in alone.stderr

@@ -23,8 +23,13 @@ LEAKING = {"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "SCALE", "W", "LANGS", "ANALYSIS_
            "LIU_LANGS", "LIU_SIZES"}
 
 
+def make_env() -> dict[str, str]:
+    """This process's environment without what would leak into the Makefile under test."""
+    return {k: v for k, v in os.environ.items() if k not in LEAKING}
+
+
 def dry_run(work, *args: str) -> list[str]:
-    env = {k: v for k, v in os.environ.items() if k not in LEAKING}
+    env = make_env()
     proc = subprocess.run(["make", "-n", f"W={work}", *args], cwd=REPO, capture_output=True, text=True,
                           timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr
@@ -33,7 +38,7 @@ def dry_run(work, *args: str) -> list[str]:
 
 def make_words(work, expression: str, *args: str) -> list[str]:
     """The words of a make ``expression`` (e.g. ``$(TABLE1_RESULTS)``) as the Makefile expands it."""
-    env = {k: v for k, v in os.environ.items() if k not in LEAKING}
+    env = make_env()
     proc = subprocess.run(["make", "-s", f"W={work}", *args, "--eval", f"words: ; @echo {expression}", "words"],
                           cwd=REPO, capture_output=True, text=True, timeout=120, env=env, check=True)
     return proc.stdout.split()
@@ -89,7 +94,7 @@ def test_the_cpu_scales_reproduce_en_fr_with_the_short_window_curriculum(tmp_pat
     assert not any("--equal-copies-init" in line for line in smoke)
 
 
-def _touch_in_order(paths: list, seconds_ago: float) -> None:
+def touch_in_order(paths: list, seconds_ago: float) -> None:
     """Give ``paths`` increasing modification times from ``seconds_ago`` on (as a finished run leaves them)."""
     start = time.time() - seconds_ago
     for i, path in enumerate(paths):
@@ -104,11 +109,11 @@ def test_a_language_added_to_a_finished_run_is_made_and_nothing_else(tmp_path):
     columns = [work / "figure7" / f"en-{lang}.{column}.json"
                for lang in ("fr", "ru", "zh") for column in ("bilingual", "monolingual", "random")]
     table, report = work / "figure7" / "fig7.json", work / "report" / "figure7.md"
-    _touch_in_order([*columns, table, report], seconds_ago=1000)
+    touch_in_order([*columns, table, report], seconds_ago=1000)
 
     # The first run that sees no settings record writes one and re-collects the table (cheap), no more.
     assert xlt_commands(dry_run(work, "reproduce-figure7", "ANALYSIS_LANGS=fr ru zh"), "cka compare") == []
-    _touch_in_order([work / "settings" / "analysis-langs", table, report], seconds_ago=500)  # as that run leaves them
+    touch_in_order([work / "settings" / "analysis-langs", table, report], seconds_ago=500)  # as that run leaves them
     assert any_xlt_command(dry_run(work, "reproduce-figure7", "ANALYSIS_LANGS=fr ru zh")) == []
 
     lines = dry_run(work, "reproduce-figure7", "ANALYSIS_LANGS=fr ru zh de")
@@ -130,7 +135,7 @@ def test_several_nodes_prepare_once_then_pretrain_together(tmp_path):
         assert "--nnodes 2 " in line and "--rdzv_endpoint node0:29500 " in line and "--node_rank" not in line
         # checkpoints far more often than evaluations: a crash loses 5k steps, not an epoch of 200k
         assert "--save-every 5000 " in line and "--eval-every 200000 " in line
-    env = {k: v for k, v in os.environ.items() if k not in LEAKING}
+    env = make_env()
     proc = subprocess.run(["make", "-n", f"W={work}", "SCALE=paper", "NNODES=2", "pretrain-table1"], cwd=REPO,
                           capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode != 0 and "NNODES=2 needs MASTER=" in proc.stderr
@@ -300,7 +305,7 @@ def test_the_fake_english_table_reuses_every_rule_with_its_own_text_and_task_fil
 def test_fake_english_refuses_a_scale_whose_english_slice_takes_the_whole_corpus(tmp_path):
     # A small English corpus of our own: the check reads its size, so it needs no fetched data.
     english = english_corpus(tmp_path / "english.txt.xz", 1000)
-    env = {k: v for k, v in os.environ.items() if k not in LEAKING}
+    env = make_env()
     for scale in ("cpu", "gpu"):
         proc = subprocess.run(["make", "-n", f"W={tmp_path}", f"SCALE={scale}", "LANGS=fake", f"CORPUS_en={english}",
                                "reproduce-table1"], cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
@@ -351,8 +356,8 @@ def test_a_pair_fine_tunes_with_its_own_arguments_and_their_change_reruns_only_i
                                                         f"tasks/xnli/test-{lang}.tsv") for flag in ("-o", str(work / name))]
     dry_run(work, "LANGS=fr fake", *map(str, results.values()), *old)   # records the settings (the plan's were --epochs 8)
     settings = [work / "settings" / name for name in ("seeds-xnli", "args-xnli-fr", "args-xnli-fake",
-                                                                 "train-xnli")]
-    _touch_in_order([*settings, *results.values()], seconds_ago=500)    # as a finished run leaves them
+                                                              "train-xnli")]
+    touch_in_order([*settings, *results.values()], seconds_ago=500)    # as a finished run leaves them
     assert xlt_commands(dry_run(work, "LANGS=fr fake", *map(str, results.values()), *old), "finetune") == []
     rerun = xlt_commands(dry_run(work, "LANGS=fr fake", "XNLI_ARGS_fake=--epochs 5", *map(str, results.values()), *old),
                          "finetune")
