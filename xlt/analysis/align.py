@@ -64,7 +64,8 @@ class Sides:
     @classmethod
     def load(cls, model: str, source_lang: str, target_lang: str, target_model: Optional[str],
              settings: AlignSettings) -> "Sides":
-        source = load_text_model(model, settings.checkpoint, settings.device)
+        source = load_text_model(model, settings.checkpoint, settings.device, settings.finetuned)
+        # --finetuned is --model's: a second model is read as it was pretrained
         target = source if target_model is None else load_text_model(target_model, settings.checkpoint,
                                                                      settings.device)
         source.check_language(source_lang)  # an unknown language is a one-line error before any work

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from xlt.utils.checkpoint_names import CHECKPOINT_HELP, check_checkpoint_name
+from xlt.utils.checkpoint_names import CHECKPOINT_HELP, FINETUNED_HELP, check_checkpoint_name
 from xlt.utils.errors import XltError, require_file
 from xlt.utils.textio import check_output_paths
 
@@ -36,6 +36,8 @@ class AlignSettings:
     device: str = "auto"   # help: the CLI's DEVICE_HELP
     checkpoint: str = field(default="best", metadata={
         "help": f"Checkpoint of each xlt run: {CHECKPOINT_HELP}."})
+    finetuned: Optional[str] = field(default=None, metadata={
+        "help": FINETUNED_HELP + " Applies to --model's side only.", "metavar": "RUN_DIR"})
 
     def __post_init__(self) -> None:
         from xlt.utils.device import resolve_device  # torch: only once settings are really built

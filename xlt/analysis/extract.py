@@ -308,7 +308,7 @@ def load_model(run: TextModel, random_seed: Optional[int]) -> TextModel:
 def extract_to_files(model_spec: str, lang: str, input_path: str, output: str, level: str = "sentence",
                      pooling: str = "first", layers: Optional[Sequence[int]] = None, checkpoint: str = "best",
                      batch_size: int = 32, device: str = "cpu", include_specials: bool = False,
-                     random_seed: Optional[int] = None) -> dict:
+                     random_seed: Optional[int] = None, finetuned: Optional[str] = None) -> dict:
     """``xlt extract``: ``model_spec`` (an xlt run, a transformers directory or ``hf:NAME``) -> ``OUTPUT.npy`` (float32 [L, rows, D], a memmap-able .npy), ``OUTPUT.json``
     (the header) and ``OUTPUT.index.npz`` (``offsets`` [N+1] of each sentence's rows; ``token_ids`` at
     token level).
@@ -333,7 +333,7 @@ def extract_to_files(model_spec: str, lang: str, input_path: str, output: str, l
         raise XltError("empty input: no sentences", input_path)
     if level != "sentence" and not any(line.strip() for line in lines):  # no word to give a vector
         raise XltError("empty input: every line is blank", input_path)
-    run = load_text_model(model_spec, checkpoint, device)
+    run = load_text_model(model_spec, checkpoint, device, finetuned)
     run.check_language(lang)  # unknown language -> one-line error before any work
     model = load_model(run, random_seed)
     layers = resolve_layers(run.n_layers, layers)
@@ -360,7 +360,7 @@ def extract_to_files(model_spec: str, lang: str, input_path: str, output: str, l
             np.savez(f, **arrays)
     header = {
         "run": run.source, "checkpoint": checkpoint if isinstance(run, PretrainedRun) else None, "step": run.step,
-        "model": "pretrained" if random_seed is None else f"random:{random_seed}", "kind": run.describe()["kind"],
+        "model": run.describe()["model"] if random_seed is None else f"random:{random_seed}", "kind": run.describe()["kind"],
         "lang": lang, "level": level,
         "pooling": {"word": pooling, "sentence": "mean"}.get(level),
         "include_specials": include_specials if level != "word" else False,

@@ -186,6 +186,8 @@ def word(model, source_lang, target_lang, target_model, emb_a, emb_b, codes, max
         raise XltError("--emb-b, --codes and --max-words go with --emb-a")
     if emb_a is not None and target_model is not None:
         raise XltError("--target-model goes with --model; the target embeddings are --emb-b")
+    if emb_a is not None and align_settings.finetuned is not None:
+        raise XltError("--finetuned goes with --model (an embedding file has no fine-tuned encoder)")
     if emb_a is not None:
         from xlt.analysis.static_words import align_static_word
 
@@ -247,16 +249,21 @@ def contextual_word(model, source_lang, target_lang, target_model, source_corpus
 
 @align.command("sentence")
 @_common
-@click.option("--train", "train", type=(click.Path(), click.Path()), multiple=True, required=True,
-              metavar="SRC_FILE TGT_FILE", help="Line-parallel training files (repeatable; .tsv: --columns of each line).")
+@click.option("--train", "train", type=(click.Path(), click.Path()), multiple=True,
+              metavar="SRC_FILE TGT_FILE", help="Line-parallel training files of the map (repeatable; .tsv: --columns "
+                                                "of each line); needed by --map procrustes only.")
+@click.option("--map", "map_kind", type=click.Choice(["procrustes", "none"]), default="procrustes", show_default=True,
+              help="procrustes: an orthogonal map learned on --train (Wu et al.); none: the joint space as it is, "
+                   "each language centred on its own (does one model already pair its languages' sentences?).")
 @click.option("--columns", default="1,2", show_default=True,
-              help="Tab-separated columns of .tsv training files (XNLI: 1 = premise, 2 = hypothesis).")
+              help="Tab-separated columns of .tsv files, training and test (XNLI: 1 = premise, 2 = hypothesis).")
 @click.option("--test", "test", type=(click.Path(), click.Path()), required=True, metavar="SRC_FILE TGT_FILE",
-              help="Line-parallel test files (Tatoeba).")
+              help="Line-parallel test files (Tatoeba; or XNLI's .tsv files).")
 @click.option("--layers", default=None, help="Comma-separated layers, 0 = embeddings [default: all].")
 @click.option("-o", "--output", default="-", show_default=True, type=OutputPath(), metavar="FILE",
               help='Result JSON (- = stdout); its "layers" and "p_at_1" are what xlt cka --retrieval reads.')
-def sentence(model, source_lang, target_lang, target_model, train, columns, test, layers, output, **settings):
+def sentence(model, source_lang, target_lang, target_model, train, map_kind, columns, test, layers, output,
+             **settings):
     """Align mean-pooled sentence vectors per layer (Figure 6) and evaluate Tatoeba retrieval (P@1).
 
     \b
@@ -265,6 +272,10 @@ def sentence(model, source_lang, target_lang, target_model, train, columns, test
         --train data/xnli/dev-en.tsv data/xnli/dev-fr.tsv --train data/xnli/test-en.tsv data/xnli/test-fr.tsv \\
         --test data/tatoeba/v1/tatoeba.fra-eng.eng data/tatoeba/v1/tatoeba.fra-eng.fra -o sentence.json
       xlt cka compare ... --retrieval sentence.json
+    Example (one joint model, no map: XNLI hypotheses and their twins, before and after fine-tuning):
+      xlt align sentence --model runs/en-fake --source-lang en --target-lang fake --map none --columns 2 \\
+        --test xnli/test-en.tsv xnli/test-fake.tsv -o pretrained.json
+      xlt align sentence ... --finetuned table1/default/en-fake/xnli/runs/NAME -o finetuned.json
     """
     from xlt.analysis.align_parallel import align_sentence
     from xlt.utils.errors import XltError
@@ -276,7 +287,7 @@ def sentence(model, source_lang, target_lang, target_model, train, columns, test
     if not cols or min(cols) < 1:
         raise XltError(f"--columns takes 1-based column numbers such as 1,2, got {columns!r}")
     _write(align_sentence(model, source_lang, target_lang, list(train), test[0], test[1], target_model, cols,
-                          _layers(layers), _settings(settings)), output)
+                          _layers(layers), _settings(settings), map_kind), output)
 
 
 @align.command("dictionary")

@@ -6,7 +6,7 @@ from typing import Optional
 
 import click
 
-from xlt.cli.options import OutputPath, checkpoint_option, device_option
+from xlt.cli.options import OutputPath, checkpoint_option, device_option, finetuned_option
 
 RUN_HELP = "An xlt run directory (xlt pretrain), a transformers model directory, or hf:NAME."
 # Not click.Path: hf:NAME is a model name, not a file.
@@ -24,6 +24,7 @@ MODEL = "MODEL"
 @click.option("--include-specials", is_flag=True,
               help="Sentence/token level: also average over (or keep) the two </s> around each sentence.")
 @checkpoint_option
+@finetuned_option
 @click.option("--random-init", "random_seed", type=int, default=None,
               help="Use a randomly initialised model of the run's architecture, seeded (a lower bound).")
 @click.option("--batch-size", type=int, default=32, show_default=True)
@@ -32,8 +33,8 @@ MODEL = "MODEL"
 @click.option("-o", "--output", required=True, type=OutputPath("prefix"), metavar="PREFIX",
               help="Output prefix: writes OUT.npy, OUT.json and OUT.index.npz (rows of each sentence).")
 def extract(run_dir: str, lang: str, level: str, pooling: str, layers: Optional[str], include_specials: bool,
-            checkpoint: str, random_seed: Optional[int], batch_size: int, device: str, input_path: str,
-            output: str) -> None:
+            checkpoint: str, finetuned: Optional[str], random_seed: Optional[int], batch_size: int, device: str,
+            input_path: str, output: str) -> None:
     """Per-layer representations of INPUT (one sentence per line; word level: pre-tokenized words).
 
     Text goes through the run's own tokenizer and BPE. OUT.npy is float32 [layers, rows, d_model]
@@ -52,7 +53,7 @@ def extract(run_dir: str, lang: str, level: str, pooling: str, layers: Optional[
     from xlt.analysis.extract import extract_to_files, parse_layers
 
     extract_to_files(run_dir, lang, input_path, output, level, pooling, parse_layers(layers), checkpoint,
-                     batch_size, device, include_specials, random_seed)
+                     batch_size, device, include_specials, random_seed, finetuned)
 
 
 def _prefix(output: str, suffix: str, *extensions: str) -> str:

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional
 
 import click
 
-from xlt.utils.checkpoint_names import CHECKPOINT_HELP, check_checkpoint_name
+from xlt.utils.checkpoint_names import CHECKPOINT_HELP, FINETUNED_HELP, check_checkpoint_name
 from xlt.utils.errors import EXIT_USAGE, XltError
 
 # Defined here, not beside resolve_device in xlt.utils.device: that module imports torch, which the
@@ -168,3 +168,9 @@ def checkpoint_option(fn: Callable) -> Callable:
     transformers model, which has one set of weights, ignores it)."""
     return click.option("--checkpoint", default="best", show_default=True, metavar="[best|last|step-N]",
                         callback=_checkpoint, help=CHECKPOINT_HELP)(fn)
+
+
+
+def finetuned_option(fn: Callable) -> Callable:
+    """``--finetuned RUN_DIR``: the analyses read a fine-tuned encoder (:mod:`xlt.loader.finetuned`)."""
+    return click.option("--finetuned", default=None, metavar="RUN_DIR", help=FINETUNED_HELP)(fn)
