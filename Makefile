@@ -9,7 +9,7 @@ FASTBPE_VER := 0.1.0
 FAST        := $(VENV)/bin/fast
 STAMP       := $(VENV)/.installed
 
-.PHONY: install test bench data clean help demo reproduce-table1 reproduce-figure7 reproduce-alignment \
+.PHONY: install test bench data clean help demo reproduce-table1 reproduce-figure7 reproduce-alignment reproduce-kept-alignment \
         reproduce-liu-table2 reproduce-liu-table4 reproduce-liu-figures reproduce-all
 help:
 	@echo "make install          create .venv with every dependency (idempotent)"
@@ -23,6 +23,7 @@ help:
 	@echo "  MODEL=hf:NAME|DIR    reproduce-liu-table2/4 of that model, nothing pretrained (docs/hf.md)"
 	@echo "make reproduce-dynamics  Default and Sep Emb + L1-6 en-fr snapshotted every SNAPSHOT_EVERY steps, xlt track, xlt report dynamics"
 	@echo "make reproduce-steps  Default en-fake (CURVE_LANG) pretrained to CURVE_STEPS, every CURVE_EVERY-step snapshot fine-tuned: zero-shot against steps"
+	@echo "make reproduce-kept-alignment  per layer, how well Table 1's Default pairs the languages' sentences before and after each task's fine-tuning (LANGS)"
 
 install: $(STAMP) $(FAST)
 

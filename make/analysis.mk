@@ -126,6 +126,29 @@ $(W)/report/alignment.md: $(ALIGNMENT_RESULTS) $$(call setting,analysis-langs,$(
 reproduce-alignment: $(W)/report/alignment.md
 	@cat $<
 
+# ---- the alignment fine-tuning keeps (issue 28's XNLI diagnosis) --------------------------------
+# Per layer, each XNLI test hypothesis of L retrieves its English one in Table 1's model as it is
+# (`xlt align sentence --map none`), before fine-tuning and after each task's (the cell's first run,
+# `--finetuned`): whether what the classifier learns on English can read L. Table 1's cells first
+# (`make reproduce-table1 LANGS=...`, or the cells named here are made); a minute per file.
+KEPT_ROWS  ?= default
+KEPT_TASKS ?= $(TASKS)
+KD         := $(W)/kept-alignment
+kept_retrieval = $(XLT) -q align sentence --device $(DEVICE) --model $(W)/models/$(1) --source-lang en \
+  --target-lang $(call target_of,$(1)) --map none --columns 2 \
+  --test $(T)/xnli/test-en.tsv $(T)/xnli/test-$(call target_of,$(1)).tsv $(2) -o $@
+$(KD)/%/pretrained.json: $(W)/models/%/finished $(T)/xnli/test-en.tsv $$(T)/xnli/test-$$(call target_of,$$*).tsv
+	@mkdir -p $(@D)
+	$(call kept_retrieval,$*)
+$(KD)/%.json: $(W)/table1/%/results.json $(W)/models/$$(*D)/finished
+	@mkdir -p $(@D)
+	$(call kept_retrieval,$(*D),--finetuned $(W)/table1/$*)
+KEPT_RESULTS := $(foreach r,$(KEPT_ROWS),$(foreach l,$(LANGS),$(foreach s,pretrained $(KEPT_TASKS),$(KD)/$(r)/en-$(l)/$(s).json)))
+$(W)/report/kept-alignment.md: $(KEPT_RESULTS) $$(call setting,kept-alignment,$(LANGS) / $(KEPT_ROWS) / $(KEPT_TASKS))
+	$(XLT) report kept-alignment --results-dir $(KD) --langs $(call comma_list,$(LANGS)) -o $(W)/report > /dev/null
+reproduce-kept-alignment: $(W)/report/kept-alignment.md
+	@cat $<
+
 # ---- Liu et al. Table 2: unsupervised token translation by the mean difference shift ------------
 # Means of Language over held-out text; stems are <pair>/<lang> and <pair>/<src>-<tgt>. With MODEL,
 # one model for every pair: its means once per language, in $(MDS_DIR)/means/.

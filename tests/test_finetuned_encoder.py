@@ -79,6 +79,9 @@ def test_the_encoder_and_the_runs_head_give_the_runs_own_predictions(world, nli,
                 predicted[i] = label
     written = [line.split("\t")[2] for line in (run / "predictions" / "test.fr.tsv").read_text().splitlines()[1:]]
     assert [predicted[i] for i in range(len(examples))] == written
+    # The command's output directory reads as its selected setting's first seed: this run.
+    output = load_text_model(str(world.run), "last", "cpu", finetuned=str(run.parent.parent))
+    assert output.describe() == model.describe()
 
 
 def hypotheses(path: Path) -> list[str]:
@@ -114,7 +117,7 @@ def test_a_run_that_does_not_fit_is_one_error_line(world, runs, tiny_run, tmp_pa
         load_text_model(str(world.run), "best", finetuned=str(run))
     with pytest.raises(XltError, match="fine-tuned from another model"):
         load_text_model(str(tiny_run), "last", finetuned=str(run))
-    with pytest.raises(XltError, match="not a fine-tuning run directory"):
+    with pytest.raises(XltError, match="neither a run directory of xlt finetune"):
         load_text_model(str(world.run), "last", finetuned=str(world.run / "checkpoints"))
     unfinished = shutil.copytree(run, tmp_path / "unfinished")
     (unfinished / "train.json").unlink()
@@ -140,7 +143,7 @@ def test_extract_records_the_finetuned_encoder(world, nli, runs, tmp_path, capsy
     assert np.allclose(np.load(tmp_path / "reps.npy"), expected, atol=1e-6)
     res = run_in_process(capsys, "extract", "--model", str(world.run), "--lang", "fr", "--finetuned",
                          str(tmp_path), str(text), "-o", str(tmp_path / "other"))
-    assert_one_line_error(res, "not a fine-tuning run directory")
+    assert_one_line_error(res, "neither a run directory of xlt finetune")
 
 
 def brute_force_p_at_1(x: np.ndarray, y: np.ndarray) -> float:

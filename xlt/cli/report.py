@@ -146,6 +146,28 @@ def alignment(results_dir: str, langs: str, paper_numbers, output_dir: str) -> N
     _emit(table, output_dir, plot)
 
 
+@report.command("kept-alignment", short_help="The alignment a joint model keeps after fine-tuning, per layer.")
+@click.option("--results-dir", required=True, type=click.Path(exists=True, file_okay=False), metavar="DIR",
+              help="RESULTS_DIR/<row>/en-<lang>/{pretrained,xnli,ner,parse}.json: `xlt align sentence --map none` "
+                   "outputs, before fine-tuning and after each task's.")
+@click.option("--langs", metavar="LANG,...", default="fake", show_default=True, help=LANGS_HELP)
+@click.option("-o", "--output", "output_dir", required=True, type=OutputPath("directory"), metavar="DIR",
+              help="Output directory: kept-alignment.md, .csv, .tex, .json and .png.")
+def kept_alignment(results_dir: str, langs: str, output_dir: str) -> None:
+    """Sentence retrieval across a joint model's two languages per layer (P@1), for Table 1's model
+    before fine-tuning and after each task's fine-tuning on English: how much of the alignment
+    pretraining built the fine-tuned encoder still has. `make reproduce-kept-alignment` runs it.
+
+    \b
+    Example:
+      xlt report kept-alignment --results-dir work/demo/kept-alignment --langs fake -o work/demo/report
+    """
+    from xlt.report import kept_alignment as kept
+
+    table, plot = kept.build(results_dir, _languages(langs))
+    _emit(table, output_dir, plot)
+
+
 @report.command("liu-table2", short_help="Liu et al. 2020 Table 2 (token translation by MDS).")
 @click.option("--results-dir", required=True, type=click.Path(exists=True, file_okay=False), metavar="DIR",
               help="Directory searched for `xlt shift-decode translate` outputs (*.translate.json).")

@@ -27,11 +27,26 @@ from xlt.utils.textio import file_sha256, read_json
 UNTRAINED = "untrained"
 
 
+def chosen_run(path: str) -> str:
+    """A run directory as it is; an output directory of ``xlt finetune`` (its results.json): the run of
+    the selected setting's first seed, what a table's cell is read from first."""
+    results_path = os.path.join(path, "results.json")
+    if os.path.isfile(os.path.join(path, "config.json")) or not os.path.isfile(results_path):
+        return path
+    results = read_json(results_path, "fine-tuning results")
+    if isinstance(results, dict):
+        setting = ((results.get("summary") or {}).get("selected") or {}).get("grid_point")
+        for run in results.get("runs") or []:
+            if isinstance(run, dict) and run.get("worked") and run.get("grid_point") == setting and "dir" in run:
+                return os.path.join(path, run["dir"])
+    raise XltError("no finished run of the selected setting to read", results_path)
+
+
 def _recorded_model(run_dir: str) -> dict:
     path = os.path.join(run_dir, "config.json")
     if not os.path.isfile(path):
-        raise XltError("not a fine-tuning run directory of xlt finetune (no config.json; give one of "
-                       "OUTPUT/runs/*)", run_dir)
+        raise XltError("neither a run directory of xlt finetune (no config.json) nor its output directory "
+                       "(no results.json)", run_dir)
     record = read_json(path, "fine-tuning run description")
     model = record.get("config", {}).get("model") if isinstance(record, dict) else None
     if not isinstance(model, dict) or "checkpoint_sha256" not in model:
@@ -40,10 +55,11 @@ def _recorded_model(run_dir: str) -> dict:
 
 
 def with_finetuned_encoder(pretrained: TextModel, checkpoint: str, run_dir: str) -> TextModel:
-    """``pretrained`` (an xlt run loaded at ``checkpoint``) with the encoder of ``run_dir``'s best epoch;
+    """``pretrained`` (an xlt run loaded at ``checkpoint``) with the encoder of ``run_dir``'s best epoch
+    (``run_dir``: a run, or an output directory, :func:`chosen_run`);
     XltError when the run is unfinished, its weights were not kept, or it was fine-tuned from another
     model or checkpoint."""
-    run_dir = os.fspath(run_dir)
+    run_dir = chosen_run(os.fspath(run_dir))
     if not isinstance(pretrained, PretrainedRun):
         raise XltError("--finetuned reads runs fine-tuned from an xlt run directory; --model is a "
                        f"{pretrained.describe()['kind']} model", pretrained.source)

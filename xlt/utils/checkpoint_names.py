@@ -17,8 +17,9 @@ from xlt.utils.errors import XltError
 KEPT = ("best", "last")
 _SNAPSHOT = re.compile(r"step-(0|[1-9][0-9]*)")
 CHECKPOINT_HELP = "best (dev perplexity), last, or step-N (a snapshot: xlt pretrain --snapshot-every)"
-FINETUNED_HELP = ("A run directory of xlt finetune (OUTPUT/runs/NAME) started from --model: its best epoch's "
-                  "encoder instead of the pretrained one (what fine-tuning did to the representations).")
+FINETUNED_HELP = ("A run of xlt finetune started from --model (OUTPUT/runs/NAME, or OUTPUT: its selected setting's "
+                  "first seed): its best epoch's encoder instead of the pretrained one (what fine-tuning did to "
+                  "the representations).")
 
 
 def snapshot_name(step: int) -> str:
