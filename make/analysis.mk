@@ -192,7 +192,7 @@ reproduce-liu-table2: $(MDS_REPORT)/liu-table2.md
 ifeq ($(MODEL),)
 # "Fine-tune all layers" is the Table 1 Default cell; this run gives "last layers" and "+ MDS".
 $(W)/liu/en-%/xnli-mds/results.json: $(W)/models/default/en-%/finished $(W)/liu/en-$$*/$$*-en.shift.npz \
-                                     $$(call xnli_files,$$*)
+                                     $$(call xnli_files,$$*) $$(call train_of,xnli)
 	$(XLT) finetune xnli --model $(W)/models/default/en-$* -o $(@D) --data-dir $(T) --seeds $(FT_SEEDS) \
 	  --train en $(T)/$(XNLI_TRAIN) --dev en $(T)/xnli/dev-en.tsv \
 	  --eval $* $(T)/xnli/dev-$*.tsv $(T)/xnli/test-$*.tsv --freeze-bottom $(LIU_LAYER) \
@@ -206,10 +206,11 @@ MDS_SHIFTS := $(foreach l,$(LANGS),$(MDS_DIR)/en-$(l)/$(l)-en.shift.npz)
 mds_xnli = $(XLT) finetune xnli --model $(MODEL) -o $(@D) --data-dir $(T) --seeds $(FT_SEEDS) \
   --train en $(T)/$(XNLI_TRAIN) --dev en $(T)/xnli/dev-en.tsv \
   $(foreach l,$(LANGS),--eval $(l) $(T)/xnli/dev-$(l).tsv $(T)/xnli/test-$(l).tsv) $(1) $(MODEL_XNLI_ARGS)
-$(MDS_DIR)/xnli-all/results.json: $(MODEL_READY) $(foreach l,$(LANGS),$(call xnli_files,$(l))) $$(call setting,langs,$(LANGS))
+$(MDS_DIR)/xnli-all/results.json: $(MODEL_READY) $(foreach l,$(LANGS),$(call xnli_files,$(l))) $$(call setting,langs,$(LANGS)) \
+                                  $$(call train_of,xnli)
 	$(call mds_xnli)
 $(MDS_DIR)/xnli-mds/results.json: $(MODEL_READY) $(MDS_SHIFTS) $(foreach l,$(LANGS),$(call xnli_files,$(l))) \
-                                  $$(call setting,langs,$(LANGS))
+                                  $$(call setting,langs,$(LANGS)) $$(call train_of,xnli)
 	$(call mds_xnli,--freeze-bottom $(LIU_LAYER) $(foreach s,$(MDS_SHIFTS),--shift $(s)) \
 	  --shift-layer $(LIU_LAYER) --shift-alpha $(LIU_ALPHAS))
 LIU_TABLE4 := $(MDS_DIR)/xnli-all/results.json $(MDS_DIR)/xnli-mds/results.json

@@ -53,7 +53,8 @@ UD_POS           := $(XLT_DATA)/ud/en_ewt/en_ewt-ud-train.conllu
 LIU_SET := $(W)/settings/liu
 ifneq ($(filter reproduce-liu-figures reproduce-all $(W)/liu-fig/% $(W)/report/liu-%,$(MAKECMDGOALS)),)
 LIU_SETTINGS := $(call setting,liu-langs,$(LIU_LANGS)) $(call setting,liu-sizes,$(LIU_SIZES)) \
-                $(call setting,liu-align,$(LIU_DICT) $(LIU_ALIGN_ARGS) pairs=common contexts=$(LIU_CWORD_SENTENCES))
+                $(call setting,liu-align,$(LIU_DICT) $(LIU_ALIGN_ARGS) pairs=common contexts=$(LIU_CWORD_SENTENCES)) \
+                $(call setting,liu-xnli-train,$(XNLI_TRAIN))
 endif
 # the size of a stem <N>/text/<L> (after the rule's "n"): 4000
 liu_n = $(firstword $(subst /, ,$(1)))
@@ -154,12 +155,12 @@ liu_bert_mrr = $(XLT) align contextual-word --device $(DEVICE) --model $(patsubs
 # $(call liu_static_rules,N,MODEL) / $(call liu_bert_rules,N,MODEL): the rules of one trained model
 define liu_static_rules
 $(call liu_mrr_rules,$(1),$(2),$(LF)/n$(1)/static/$(2).txt,liu_static_mrr)
-$(LF)/n$(1)/xnli/$(2)/results.json: $(LF)/n$(1)/static/$(2).txt $(LIU_XNLI_FILES) $(LIU_SET)-langs
+$(LF)/n$(1)/xnli/$(2)/results.json: $(LF)/n$(1)/static/$(2).txt $(LIU_XNLI_FILES) $(LIU_SET)-langs $(LIU_SET)-xnli-train
 	$$(liu_xnli) --model static:$$< --codes $(LF)/n$(1)/data/codes --lstm-dim $(LIU_LSTM_DIM) $(LIU_STATIC_XNLI_ARGS)
 endef
 define liu_bert_rules
 $(call liu_mrr_rules,$(1),$(2),$(LF)/n$(1)/models/$(2)/finished $(LF)/n$(1)/text/en.raw $(LF)/n$(1)/text/%.raw,liu_bert_mrr)
-$(LF)/n$(1)/xnli/$(2)/results.json: $(LF)/n$(1)/models/$(2)/finished $(LIU_XNLI_FILES) $(LIU_SET)-langs
+$(LF)/n$(1)/xnli/$(2)/results.json: $(LF)/n$(1)/models/$(2)/finished $(LIU_XNLI_FILES) $(LIU_SET)-langs $(LIU_SET)-xnli-train
 	$$(liu_xnli) --model $(LF)/n$(1)/models/$(2) $(LIU_XNLI_ARGS)
 $(LF)/n$(1)/spaces/$(2).dropped: $(foreach l,$(LIU_LANGS),$(LF)/n$(1)/mrr/$(2)/en-$(l).json)
 	mkdir -p $$(@D) && rm -rf $(LF)/n$(1)/spaces/$(2) && touch $$@

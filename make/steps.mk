@@ -41,7 +41,7 @@ $(XLT) finetune $(1) --model $(SD)/models/$(notdir $*) --checkpoint step-$(patsu
   --data-dir $(T) --seeds $(CURVE_SEEDS) --train en $(word 1,$(2)) --dev en $(word 2,$(2)) \
   --eval $(call target_of,$*) $(wordlist 4,5,$(2)) $(3)
 endef
-$(SD)/step-%/xnli/results.json: $$(call snapshot_of,$$*) $$(call xnli_files,$$(call target_of,$$*))
+$(SD)/step-%/xnli/results.json: $$(call snapshot_of,$$*) $$(call xnli_files,$$(call target_of,$$*)) $$(call train_of,xnli)
 	$(call steps_finetune,xnli,$(call xnli_files,$(call target_of,$*)),$(ARGS_xnli))
 $(SD)/step-%/ner/results.json: $$(call snapshot_of,$$*) $$(call ner_files,$$(call target_of,$$*))
 	$(call steps_finetune,ner,$(call ner_files,$(call target_of,$*)),$(ARGS_ner))

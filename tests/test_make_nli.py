@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
+
 from conftest import REPO
 from test_makefile import dry_run, make_env, touch_in_order, xlt_commands
 
@@ -49,20 +51,36 @@ def test_every_xnli_cell_and_its_baselines_train_on_the_union_when_asked(tmp_pat
     assert f"--train en {work}/tasks/nli/mnli/mnli_20k.tsv " in default[0]
 
 
-def test_a_cell_trained_on_another_nli_file_is_made_again_and_only_then(tmp_path):
+XNLI_FILES = [f"tasks/xnli/{split}-{lang}.tsv" for split in ("dev", "test") for lang in ("en", "fr")]
+# Every XNLI fine-tuning the Makefile plans: (its results, what else it reads, make's arguments)
+XNLI_CELLS = {
+    "table1": (["table1/default/en-fr/xnli/results.json", "table1/baselines/en-fr/xnli.json"],
+               ["models/default/en-fr/finished"], []),
+    "steps": (["steps/step-5000/en-fr/xnli/results.json"], ["steps/models/en-fr/checkpoints/step-5000.pt"],
+              ["CURVE_LANG=fr", "CURVE_STEPS=5000"]),
+    "liu-table4": (["liu/en-fr/xnli-mds/results.json"], ["models/default/en-fr/finished", "liu/en-fr/fr-en.shift.npz"],
+                   []),
+    "liu-figures": (["liu-fig/n4000/xnli/bert/results.json"], ["liu-fig/n4000/models/bert/finished"], []),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(XNLI_CELLS))
+def test_a_cell_trained_on_another_nli_file_is_made_again_and_only_then(tmp_path, kind):
     work = tmp_path / "w"
-    cells = [work / "table1" / "default" / "en-fr" / "xnli" / "results.json", work / "table1" / "baselines" / "en-fr" / "xnli.json"]
-    inputs = ["models/default/en-fr/finished", "tasks/nli/mnli/mnli_20k.tsv", "tasks/nli/mnli_snli.tsv",
-              *(f"tasks/xnli/{split}-{lang}.tsv" for split in ("dev", "test") for lang in ("en", "fr"))]
+    names, reads, args = XNLI_CELLS[kind]
+    cells = [work / name for name in names]
+    inputs = [*reads, "tasks/nli/mnli/mnli_20k.tsv", "tasks/nli/mnli_snli.tsv", *XNLI_FILES]
     old = [flag for name in inputs for flag in ("-o", str(work / name))]   # there, and older than any cell
 
-    def planned(*args: str) -> list[str]:
-        lines = dry_run(work, "SCALE=demo", *args, *map(str, cells), *old)
+    def planned(*more: str) -> list[str]:
+        # a recipe's lines continued with a backslash make one command
+        text = "\n".join(dry_run(work, "SCALE=demo", *args, *more, *map(str, cells), *old)).replace("\\\n", " ")
+        lines = text.splitlines()
         return xlt_commands(lines, "finetune xnli") + xlt_commands(lines, "-q baselines xnli")
 
-    assert len(planned("XNLI_TRAIN=nli/mnli_snli.tsv")) == 2   # records the settings the cells are made with
+    assert len(planned("XNLI_TRAIN=nli/mnli_snli.tsv")) == len(cells)   # records the settings the cells are made with
     touch_in_order([*(work / "settings").iterdir(), *cells], seconds_ago=500)   # as a finished run leaves them
     assert planned("XNLI_TRAIN=nli/mnli_snli.tsv") == []
-    # back to MNLI's sample, a file older than both cells: they are made again, on it
+    # back to MNLI's sample, a file older than every cell: they are made again, on it
     again = planned()
-    assert len(again) == 2 and all(f"--train en {work}/tasks/nli/mnli/mnli_20k.tsv " in line for line in again)
+    assert len(again) == len(cells) and all(f"--train en {work}/tasks/nli/mnli/mnli_20k.tsv " in line for line in again)
