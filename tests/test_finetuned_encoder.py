@@ -42,23 +42,25 @@ def nli(tmp_path_factory) -> dict[tuple[str, str], Path]:
             for lang in ("en", "fr") for split, n, seed in (("train", 48, 20), ("dev", 12, 21), ("test", 30, 22))}
 
 
-def finetune(world, nli, out: Path, checkpoint: str) -> Path:
-    """One XNLI run (seed 1) at a learning rate that moves the tiny encoder; its run directory."""
+def finetune(world, nli, out: Path, checkpoint: str, seeds: str = "1") -> Path:
+    """XNLI runs at a learning rate that moves the tiny encoder; the first seed's run directory."""
     res = run_xlt("finetune", "xnli", "--model", world.run, "-o", out, "--checkpoint", checkpoint,
                   "--train", "en", nli["en", "train"], "--dev", "en", nli["en", "dev"],
                   "--eval", "en", nli["en", "dev"], nli["en", "test"],
                   "--eval", "fr", nli["fr", "dev"], nli["fr", "test"], "--batch-size", "8",
-                  "--encoder-lr", "1e-2", "--head-lr", "1e-2", "--epochs", "2", "--seeds", "1")
+                  "--encoder-lr", "1e-2", "--head-lr", "1e-2", "--epochs", "2", "--seeds", seeds)
     assert res.returncode == 0, res.stderr
-    (run,) = (out / "runs").iterdir()
+    (run,) = (out / "runs").glob(f"*-seed{seeds.split(',')[0]}-*")
     return run
 
 
 @pytest.fixture(scope="module")
 def runs(world, nli, tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("finetuned")
-    return {"last": finetune(world, nli, root / "last", "last"),
-            "untrained": finetune(world, nli, root / "untrained", "untrained")}
+    first = finetune(world, nli, root / "last", "last")
+    # a second invocation adds seed 2 and finds seed 1's run done earlier
+    assert finetune(world, nli, root / "last", "last", seeds="1,2") == first
+    return {"last": first, "untrained": finetune(world, nli, root / "untrained", "untrained")}
 
 
 def test_the_encoder_and_the_runs_head_give_the_runs_own_predictions(world, nli, runs):
@@ -79,7 +81,8 @@ def test_the_encoder_and_the_runs_head_give_the_runs_own_predictions(world, nli,
                 predicted[i] = label
     written = [line.split("\t")[2] for line in (run / "predictions" / "test.fr.tsv").read_text().splitlines()[1:]]
     assert [predicted[i] for i in range(len(examples))] == written
-    # The command's output directory reads as its selected setting's first seed: this run.
+    # The command's output directory reads as its selected setting's first seed: this run, also once a
+    # later invocation has added a seed (and left this one "done earlier", not "worked").
     output = load_text_model(str(world.run), "last", "cpu", finetuned=str(run.parent.parent))
     assert output.describe() == model.describe()
 
@@ -160,6 +163,8 @@ def test_sentence_retrieval_without_a_map_is_the_brute_force_one(world, nli, run
     settings = AlignSettings(checkpoint="last", device="cpu", finetuned=str(runs["last"]))
     result = align_sentence(str(world.run), "en", "fr", [], str(nli["en", "test"]), str(nli["fr", "test"]),
                             columns=(2,), layers=[0, 1, 2], settings=settings, map="none")
+    assert result["source"]["model"] == result["target"]["model"] == f"finetuned:{runs['last'].resolve()}/" + \
+        json.loads((runs["last"] / "train.json").read_text())["best_file"]
     en, fr = twin_hypotheses(nli)
     assert result["map"] == "none" and result["n_train"] == 0 and result["test"]["pairs"] == len(en) > 20
     model = load_text_model(str(world.run), "last", finetuned=str(runs["last"]))

@@ -81,7 +81,10 @@ class Sides:
 
     def describe(self) -> dict:
         def side(model: TextModel, lang: str) -> dict:
-            return {"run": model.source, "kind": model.describe()["kind"], "lang": lang, "step": model.step}
+            described = model.describe()
+            # "model": pretrained, or the fine-tuned run read (--finetuned), or random:SEED
+            return {"run": model.source, "kind": described["kind"], "model": described.get("model", "pretrained"),
+                    "lang": lang, "step": model.step}
         return {"source": side(self.source, self.source_lang), "target": side(self.target, self.target_lang)}
 
 

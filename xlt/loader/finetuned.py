@@ -37,7 +37,9 @@ def chosen_run(path: str) -> str:
     if isinstance(results, dict):
         setting = ((results.get("summary") or {}).get("selected") or {}).get("grid_point")
         for run in results.get("runs") or []:
-            if isinstance(run, dict) and run.get("worked") and run.get("grid_point") == setting and "dir" in run:
+            # "done" whether this invocation trained it or an earlier one did ("worked" says which)
+            if isinstance(run, dict) and run.get("status") == "done" and run.get("grid_point") == setting \
+                    and "dir" in run:
                 return os.path.join(path, run["dir"])
     raise XltError("no finished run of the selected setting to read", results_path)
 
