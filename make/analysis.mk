@@ -130,22 +130,28 @@ reproduce-alignment: $(W)/report/alignment.md
 # Per layer, each XNLI test hypothesis of L retrieves its English one in Table 1's model as it is
 # (`xlt align sentence --map none`), before fine-tuning and after each task's (the cell's first run,
 # `--finetuned`): whether what the classifier learns on English can read L. Table 1's cells first
-# (`make reproduce-table1 LANGS=...`, or the cells named here are made); a minute per file.
+# (`make reproduce-table1 LANGS=...`, or the cells named here are made); a few seconds per file.
 KEPT_ROWS  ?= default
 KEPT_TASKS ?= $(TASKS)
 KD         := $(W)/kept-alignment
+ifneq ($(filter control,$(KEPT_ROWS)),)
+$(error KEPT_ROWS: the control has no pretrained model of its own (read its runs with xlt align sentence --model \
+  $(W)/models/default/en-L --finetuned $(W)/table1/control/en-L/TASK))
+endif
+kept_tests = $(T)/xnli/test-en.tsv $(T)/xnli/test-$(call target_of,$(1)).tsv
 kept_retrieval = $(XLT) -q align sentence --device $(DEVICE) --model $(W)/models/$(1) --source-lang en \
-  --target-lang $(call target_of,$(1)) --map none --columns 2 \
-  --test $(T)/xnli/test-en.tsv $(T)/xnli/test-$(call target_of,$(1)).tsv $(2) -o $@
-$(KD)/%/pretrained.json: $(W)/models/%/finished $(T)/xnli/test-en.tsv $$(T)/xnli/test-$$(call target_of,$$*).tsv
+  --target-lang $(call target_of,$(1)) --map none --test-columns 2 \
+  --test $(call kept_tests,$(1)) $(2) -o $@
+$(KD)/%/pretrained.json: $(W)/models/%/finished $$(call kept_tests,$$*)
 	@mkdir -p $(@D)
 	$(call kept_retrieval,$*)
-$(KD)/%.json: $(W)/table1/%/results.json $(W)/models/$$(*D)/finished
+$(KD)/%.json: $(W)/table1/%/results.json $(W)/models/$$(*D)/finished $$(call kept_tests,$$(*D))
 	@mkdir -p $(@D)
 	$(call kept_retrieval,$(*D),--finetuned $(W)/table1/$*)
 KEPT_RESULTS := $(foreach r,$(KEPT_ROWS),$(foreach l,$(LANGS),$(foreach s,pretrained $(KEPT_TASKS),$(KD)/$(r)/en-$(l)/$(s).json)))
 $(W)/report/kept-alignment.md: $(KEPT_RESULTS) $$(call setting,kept-alignment,$(LANGS) / $(KEPT_ROWS) / $(KEPT_TASKS))
-	$(XLT) report kept-alignment --results-dir $(KD) --langs $(call comma_list,$(LANGS)) -o $(W)/report > /dev/null
+	$(XLT) report kept-alignment --results-dir $(KD) --langs $(call comma_list,$(LANGS)) \
+	  --rows $(call comma_list,$(KEPT_ROWS)) -o $(W)/report > /dev/null
 reproduce-kept-alignment: $(W)/report/kept-alignment.md
 	@cat $<
 

@@ -23,6 +23,7 @@ from xlt.analysis.align_settings import AlignSettings
 from xlt.analysis.extract import sentence_vectors
 from xlt.analysis.procrustes import iterative_normalization
 from xlt.finetune.registry import get_task
+from xlt.loader.finetuned import chosen_run, with_finetuned_encoder
 from xlt.loader.text_model import load_text_model
 from xlt.model.checkpoint_io import load_checkpoint
 from xlt.utils.errors import XltError
@@ -147,6 +148,9 @@ def test_extract_records_the_finetuned_encoder(world, nli, runs, tmp_path, capsy
     res = run_in_process(capsys, "extract", "--model", str(world.run), "--lang", "fr", "--finetuned",
                          str(tmp_path), str(text), "-o", str(tmp_path / "other"))
     assert_one_line_error(res, "neither a run directory of xlt finetune")
+    res = run_in_process(capsys, "extract", "--model", str(world.run), "--checkpoint", "last", "--lang", "fr",
+                         "--finetuned", str(runs["last"]), "--random-init", "3", str(text), "-o", str(tmp_path / "r"))
+    assert_one_line_error(res, "--random-init and --finetuned exclude each other")
 
 
 def brute_force_p_at_1(x: np.ndarray, y: np.ndarray) -> float:
@@ -162,7 +166,7 @@ def brute_force_p_at_1(x: np.ndarray, y: np.ndarray) -> float:
 def test_sentence_retrieval_without_a_map_is_the_brute_force_one(world, nli, runs):
     settings = AlignSettings(checkpoint="last", device="cpu", finetuned=str(runs["last"]))
     result = align_sentence(str(world.run), "en", "fr", [], str(nli["en", "test"]), str(nli["fr", "test"]),
-                            columns=(2,), layers=[0, 1, 2], settings=settings, map="none")
+                            layers=[0, 1, 2], settings=settings, map_kind="none", test_columns=(2,))
     assert result["source"]["model"] == result["target"]["model"] == f"finetuned:{runs['last'].resolve()}/" + \
         json.loads((runs["last"] / "train.json").read_text())["best_file"]
     en, fr = twin_hypotheses(nli)
@@ -183,8 +187,9 @@ def test_sentence_map_options_are_checked(world, nli, capsys):
     assert_one_line_error(res, "--map procrustes learns its map from --train pairs")
     res = run_in_process(capsys, *sides, "--map", "none", "--train", *files, "--test", *files)
     assert_one_line_error(res, "--map none learns no map")
-    # One language against itself, no map: every sentence finds itself; .tsv test files give --columns.
-    res = run_in_process(capsys, *sides[:-1], "en", "--map", "none", "--columns", "1,2", "--test", files[0], files[0])
+    # One language against itself, no map: every sentence finds itself; .tsv test files give --test-columns.
+    res = run_in_process(capsys, *sides[:-1], "en", "--map", "none", "--test-columns", "1,2", "--test", files[0],
+                         files[0])
     assert res.returncode == 0, res.stderr
     result = json.loads(res.stdout)
     sentences = {part for line in nli["en", "test"].read_text().splitlines() for part in line.split("\t")[:2]}
@@ -192,3 +197,34 @@ def test_sentence_map_options_are_checked(world, nli, capsys):
     res = run_in_process(capsys, "align", "word", "--emb-a", files[0], "--source-lang", "en", "--target-lang", "fr",
                          "--finetuned", str(world.run), "--test-dict", files[0])
     assert_one_line_error(res, "--finetuned goes with --model")
+
+
+def test_an_output_directory_reads_its_selected_settings_first_seed(tmp_path, tiny_run):
+    """chosen_run on results.json alone: the selected grid point (not the first one listed) and its first
+    seed, which must have finished; a damaged file is one error line."""
+    def results(runs: list, selected: dict) -> Path:
+        out = tmp_path / f"out{len(list(tmp_path.iterdir()))}"
+        out.mkdir()
+        (out / "results.json").write_text(json.dumps({"summary": {"selected": {"grid_point": selected}}, "runs": runs}))
+        return out
+
+    small, large = {"encoder_lr": 1e-4}, {"encoder_lr": 1e-3}
+    grid = [{"dir": "runs/small-seed1", "grid_point": small, "status": "done"},
+            {"dir": "runs/large-seed1", "grid_point": large, "status": "done", "worked": False},
+            {"dir": "runs/large-seed2", "grid_point": large, "status": "done", "worked": True}]
+    out = results(grid, large)
+    assert chosen_run(str(out)) == str(out / "runs/large-seed1")
+    failed = [grid[0], {**grid[1], "status": "failed"}, grid[2]]
+    with pytest.raises(XltError, match="first run .*large-seed1.* did not finish"):
+        chosen_run(str(results(failed, large)))
+    for damaged in ({"summary": [1], "runs": grid}, {"summary": {"selected": {"grid_point": large}}, "runs": 3}):
+        out = tmp_path / f"damaged{len(list(tmp_path.iterdir()))}"
+        out.mkdir()
+        (out / "results.json").write_text(json.dumps(damaged))
+        with pytest.raises(XltError, match="no run of the selected setting"):
+            chosen_run(str(out))
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"config": [1]}))
+    with pytest.raises(XltError, match="records no checkpoint_sha256"):
+        with_finetuned_encoder(load_text_model(str(tiny_run)), "best", str(run))

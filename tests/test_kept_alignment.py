@@ -9,9 +9,11 @@ from conftest import assert_one_line_error, run_in_process
 from test_makefile import dry_run, xlt_commands
 
 
-def align_result(p_at_1: list[float], map_kind: str = "none") -> dict:
+def align_result(p_at_1: list[float], map_kind: str = "none", test: str = "test-fake.tsv") -> dict:
     """What ``xlt align sentence`` writes, as much of it as the report reads."""
-    return {"command": "align sentence", "map": map_kind, "layers": list(range(len(p_at_1))), "p_at_1": p_at_1}
+    return {"command": "align sentence", "map": map_kind, "layers": list(range(len(p_at_1))), "p_at_1": p_at_1,
+            "source": {"run": "models/default/en-fake"}, "test": {"source": "test-en.tsv", "target": test},
+            "test_columns": [2]}
 
 
 def write(path, data) -> None:
@@ -25,8 +27,12 @@ def test_the_report_lays_out_each_stage_per_layer_with_the_mean_above_the_embedd
     write(pair / "xnli.json", align_result([0.20, 0.02, 0.01]))
     write(pair / "ner.json", align_result([0.22, 0.10, 0.05], map_kind="procrustes"))
     (pair / "parse.json").write_text("{not json")
+    # another row, measured on other sentences after parsing (a stale file): shown only when asked for
+    other = tmp_path / "results" / "sep-l1-3" / "en-fake"
+    write(other / "pretrained.json", align_result([0.01, 0.02, 0.01]))
+    write(other / "parse.json", align_result([0.01, 0.02, 0.01], test="dev-fake.tsv"))
     res = run_in_process(capsys, "report", "kept-alignment", "--results-dir", tmp_path / "results", "--langs", "fake",
-                         "-o", tmp_path / "report")
+                         "--rows", "default", "-o", tmp_path / "report")
     assert res.returncode == 0, res.stderr
     table = json.loads((tmp_path / "report" / "kept-alignment.json").read_text())
     values = {row["label"]: [cell.get("value") for cell in row["cells"]] for row in table["rows"]}
@@ -37,13 +43,20 @@ def test_the_report_lays_out_each_stage_per_layer_with_the_mean_above_the_embedd
     gaps = " ".join(str(cell.get("gap")) for row in table["rows"] for cell in row["cells"])
     assert "--map none" in gaps and "unreadable" in gaps
     assert (tmp_path / "report" / "kept-alignment.png").stat().st_size > 0
-    assert "| L1 |" in res.stdout
+    assert "| L1 |" in res.stdout and "sep-l1-3" not in res.stdout
+    res = run_in_process(capsys, "report", "kept-alignment", "--results-dir", tmp_path / "results", "--langs", "fake",
+                         "-o", tmp_path / "all")
+    table = json.loads((tmp_path / "all" / "kept-alignment.json").read_text())
+    cells = {(cell["group"], cell["column"]): cell for cell in table["rows"][1]["cells"]}   # layer 1
+    assert cells["sep-l1-3 en-fake", "pretrained"]["value"] == 2.0
+    assert "other test sentences" in cells["sep-l1-3 en-fake", "after parsing"]["gap"]
 
 
 def test_a_missing_results_dir_is_one_error_line(tmp_path, capsys):
     res = run_in_process(capsys, "report", "kept-alignment", "--results-dir", tmp_path / "nowhere", "-o",
                          tmp_path / "report")
     assert res.returncode == 2 and "nowhere" in res.stderr and "Traceback" not in res.stderr
+    assert len([line for line in res.stderr.splitlines() if line.strip()]) == 1
 
 
 def test_make_measures_the_pretrained_model_and_each_cells_first_run(tmp_path):
@@ -52,7 +65,7 @@ def test_make_measures_the_pretrained_model_and_each_cells_first_run(tmp_path):
     aligns = xlt_commands(lines, "-q align sentence")
     assert len(aligns) == 3
     for line in aligns:
-        assert f"--model {work}/models/default/en-fake " in line and "--map none --columns 2" in line
+        assert f"--model {work}/models/default/en-fake " in line and "--map none --test-columns 2" in line
         assert f"--test {work}/tasks/xnli/test-en.tsv {work}/tasks/xnli/test-fake.tsv" in line
     outputs = {line.split(" -o ")[-1].strip(): line for line in aligns}
     assert "--finetuned" not in outputs[f"{work}/kept-alignment/default/en-fake/pretrained.json"]
@@ -60,4 +73,18 @@ def test_make_measures_the_pretrained_model_and_each_cells_first_run(tmp_path):
         assert f"--finetuned {work}/table1/default/en-fake/{task} " in outputs[f"{work}/kept-alignment/default/en-fake/{task}.json"]
     # the cells are made first, the report last
     assert xlt_commands(lines, "finetune xnli") and xlt_commands(lines, "finetune ner")
-    assert "report kept-alignment" in lines[-2] and "--langs fake" in lines[-2]
+    report = " ".join(lines[-3:])
+    assert "report kept-alignment" in report and "--langs fake" in report and "--rows default" in report
+
+
+def test_the_control_row_is_refused_with_what_to_run_instead(tmp_path):
+    import subprocess
+
+    from conftest import REPO
+    from test_makefile import make_env
+
+    proc = subprocess.run(["make", "-n", f"W={tmp_path}", "LANGS=fake", "KEPT_ROWS=default control",
+                           "reproduce-kept-alignment"], cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env=make_env())
+    assert proc.returncode != 0 and "KEPT_ROWS: the control has no pretrained model" in proc.stderr
+    assert "--finetuned" in proc.stderr

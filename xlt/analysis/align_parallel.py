@@ -67,22 +67,24 @@ def read_parallel(source_path: str, target_path: str, columns: Sequence[int] = (
 def align_sentence(model: str, source_lang: str, target_lang: str, train: Sequence[tuple[str, str]],
                    test_source: str, test_target: str, target_model: Optional[str] = None,
                    columns: Sequence[int] = (1, 2), layers: Optional[Sequence[int]] = None,
-                   settings: AlignSettings = AlignSettings(), map: str = "procrustes") -> dict:
+                   settings: AlignSettings = AlignSettings(), map_kind: str = "procrustes",
+                   test_columns: Sequence[int] = (1,)) -> dict:
     """``xlt align sentence``: per-layer sentence alignment learned on ``train`` file pairs, Tatoeba P@1.
 
     ``p_at_1[l]`` is target -> source retrieval (each target sentence finds its source among all
     test source sentences; XTREME's xx -> en), ``p_at_1_source_to_target`` the other way. The
     result has top-level ``layers`` and ``p_at_1``, the form ``xlt cka --retrieval`` reads.
-    ``map="none"`` learns nothing (no ``train``): one joint space as it is, each language's sentences
-    normalized on their own (iterative normalization centres them, so a constant offset between
-    the languages does not count), the question being whether a model's two languages already meet.
-    ``columns`` picks the sentences of every ``.tsv`` file, training and test alike.
+    ``map_kind="none"`` learns no map (no ``train``): one joint model's two languages, each language's
+    sentences iteratively normalized on their own (which centres them, so a constant offset between
+    the languages does not count), the question being whether the model already pairs them.
+    ``columns`` picks the sentences of ``.tsv`` training files, ``test_columns`` those of ``.tsv``
+    test files (XNLI's hypotheses: 2).
     """
-    if map not in MAPS:
-        raise XltError(f"--map must be one of {', '.join(MAPS)}, got {map!r}")
-    if map == "procrustes" and not train:
+    if map_kind not in MAPS:
+        raise XltError(f"--map must be one of {', '.join(MAPS)}, got {map_kind!r}")
+    if map_kind == "procrustes" and not train:
         raise XltError("--map procrustes learns its map from --train pairs: give --train (or --map none)")
-    if map == "none" and train:
+    if map_kind == "none" and train:
         raise XltError("--map none learns no map: --train goes with --map procrustes")
     sides = Sides.load(model, source_lang, target_lang, target_model, settings)
     chosen = sides.layers(layers)
@@ -91,7 +93,7 @@ def align_sentence(model: str, source_lang: str, target_lang: str, train: Sequen
         s, t = read_parallel(source_path, target_path, columns)
         train_source += s
         train_target += t
-    test_src, test_tgt = read_parallel(test_source, test_target, columns)
+    test_src, test_tgt = read_parallel(test_source, test_target, test_columns)
     if len(set(test_src)) != len(test_src) or len(set(test_tgt)) != len(test_tgt):
         log.info("the test set has repeated sentences; each query counts only its own line as correct")
     n_train = len(train_source)
@@ -105,7 +107,7 @@ def align_sentence(model: str, source_lang: str, target_lang: str, train: Sequen
         x = iterative_normalization(X[k], settings.iternorm_rounds)
         y = iterative_normalization(Y[k], settings.iternorm_rounds)
         mapped, target = x[n_train:], y[n_train:]
-        if map == "procrustes":
+        if map_kind == "procrustes":
             mapped = mapped @ orthogonal_procrustes(x[:n_train], y[:n_train])
         expected = np.arange(len(test_src))
         kw = {"k": 1, "block_size": settings.block_size, "device": settings.device}
@@ -113,8 +115,9 @@ def align_sentence(model: str, source_lang: str, target_lang: str, train: Sequen
         _, s2t = topk_cosine(mapped, target, **kw)
         results.append({"layer": layer, "p_at_1": float((t2s[:, 0] == expected).mean()),
                         "p_at_1_source_to_target": float((s2t[:, 0] == expected).mean())})
-    return {"command": "align sentence", **sides.describe(), "map": map, "settings": asdict(settings),
+    return {"command": "align sentence", **sides.describe(), "map": map_kind, "settings": asdict(settings),
             "train": [{"source": s, "target": t} for s, t in train], "columns": list(columns),
+            "test_columns": list(test_columns),
             "n_train": n_train, "test": {"source": test_source, "target": test_target, "pairs": len(test_src)},
             "layers": chosen, "p_at_1": [r["p_at_1"] for r in results], "results": results}
 

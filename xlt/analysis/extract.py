@@ -325,6 +325,8 @@ def extract_to_files(model_spec: str, lang: str, input_path: str, output: str, l
 
     if level not in LEVELS:
         raise XltError(f"unknown level {level!r} (one of: {', '.join(LEVELS)})")
+    if random_seed is not None and finetuned is not None:
+        raise XltError("--random-init and --finetuned exclude each other (a random encoder has no fine-tuning)")
     prefix = output[:-4] if output.endswith(".npy") else output
     check_output_paths(prefix + ".npy", prefix + ".index.npz", prefix + ".json")
     require_file(input_path, "input file")

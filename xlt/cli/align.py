@@ -121,9 +121,10 @@ def align() -> None:
     Each procedure normalizes both spaces (iterative normalization), learns an orthogonal map
     W = UVᵀ from paired vectors and evaluates it (word translation: NN and CSLS P@1/5/10, MRR;
     sentences: Tatoeba P@1) or, for `dictionary`, saves one map per layer for `xlt finetune`.
-    `word` and `contextual-word` also measure one joint space as it is (--map none, Liu et al.
-    2020), and `word` reads embedding files in the word2vec text format (--emb-a/--emb-b).
-    A model is an xlt run, a transformers model directory or hf:NAME (e.g. mBERT).
+    `word`, `contextual-word` and `sentence` also measure one joint model with no learned map
+    (--map none; Liu et al. 2020), and `word` reads embedding files in the word2vec text format
+    (--emb-a/--emb-b). A model is an xlt run, a transformers model directory or hf:NAME (e.g.
+    mBERT); --finetuned reads the encoder of an xlt finetune run started from --model.
 
     \b
     Example (two monolingual runs, word level):
@@ -253,17 +254,19 @@ def contextual_word(model, source_lang, target_lang, target_model, source_corpus
               metavar="SRC_FILE TGT_FILE", help="Line-parallel training files of the map (repeatable; .tsv: --columns "
                                                 "of each line); needed by --map procrustes only.")
 @click.option("--map", "map_kind", type=click.Choice(["procrustes", "none"]), default="procrustes", show_default=True,
-              help="procrustes: an orthogonal map learned on --train (Wu et al.); none: the joint space as it is, "
-                   "each language centred on its own (does one model already pair its languages' sentences?).")
+              help="procrustes: an orthogonal map learned on --train (Wu et al.); none: no learned map, one joint "
+                   "model's languages each normalized on their own (does the model already pair their sentences?).")
 @click.option("--columns", default="1,2", show_default=True,
-              help="Tab-separated columns of .tsv files, training and test (XNLI: 1 = premise, 2 = hypothesis).")
+              help="Tab-separated columns of .tsv training files (XNLI: 1 = premise, 2 = hypothesis).")
 @click.option("--test", "test", type=(click.Path(), click.Path()), required=True, metavar="SRC_FILE TGT_FILE",
-              help="Line-parallel test files (Tatoeba; or XNLI's .tsv files).")
+              help="Line-parallel test files (Tatoeba; or .tsv files, read at --test-columns).")
+@click.option("--test-columns", default="1", show_default=True,
+              help="Tab-separated columns of .tsv test files (XNLI's hypotheses: 2).")
 @click.option("--layers", default=None, help="Comma-separated layers, 0 = embeddings [default: all].")
 @click.option("-o", "--output", default="-", show_default=True, type=OutputPath(), metavar="FILE",
               help='Result JSON (- = stdout); its "layers" and "p_at_1" are what xlt cka --retrieval reads.')
-def sentence(model, source_lang, target_lang, target_model, train, map_kind, columns, test, layers, output,
-             **settings):
+def sentence(model, source_lang, target_lang, target_model, train, map_kind, columns, test, test_columns, layers,
+             output, **settings):
     """Align mean-pooled sentence vectors per layer (Figure 6) and evaluate Tatoeba retrieval (P@1).
 
     \b
@@ -273,21 +276,25 @@ def sentence(model, source_lang, target_lang, target_model, train, map_kind, col
         --test data/tatoeba/v1/tatoeba.fra-eng.eng data/tatoeba/v1/tatoeba.fra-eng.fra -o sentence.json
       xlt cka compare ... --retrieval sentence.json
     Example (one joint model, no map: XNLI hypotheses and their twins, before and after fine-tuning):
-      xlt align sentence --model runs/en-fake --source-lang en --target-lang fake --map none --columns 2 \\
+      xlt align sentence --model runs/en-fake --source-lang en --target-lang fake --map none --test-columns 2 \\
         --test xnli/test-en.tsv xnli/test-fake.tsv -o pretrained.json
       xlt align sentence ... --finetuned table1/default/en-fake/xnli/runs/NAME -o finetuned.json
     """
     from xlt.analysis.align_parallel import align_sentence
     from xlt.utils.errors import XltError
 
-    try:
-        cols = [int(c) for c in columns.split(",") if c.strip()]
-    except ValueError:
-        raise XltError(f"--columns takes 1-based column numbers such as 1,2, got {columns!r}") from None
-    if not cols or min(cols) < 1:
-        raise XltError(f"--columns takes 1-based column numbers such as 1,2, got {columns!r}")
-    _write(align_sentence(model, source_lang, target_lang, list(train), test[0], test[1], target_model, cols,
-                          _layers(layers), _settings(settings), map_kind), output)
+    def numbers(option: str, text: str) -> list[int]:
+        try:
+            cols = [int(c) for c in text.split(",") if c.strip()]
+        except ValueError:
+            cols = []
+        if not cols or min(cols) < 1:
+            raise XltError(f"{option} takes 1-based column numbers such as 1,2, got {text!r}")
+        return cols
+
+    _write(align_sentence(model, source_lang, target_lang, list(train), test[0], test[1], target_model,
+                          numbers("--columns", columns), _layers(layers), _settings(settings), map_kind,
+                          numbers("--test-columns", test_columns)), output)
 
 
 @align.command("dictionary")

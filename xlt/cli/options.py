@@ -170,7 +170,6 @@ def checkpoint_option(fn: Callable) -> Callable:
                         callback=_checkpoint, help=CHECKPOINT_HELP)(fn)
 
 
-
 def finetuned_option(fn: Callable) -> Callable:
     """``--finetuned RUN_DIR``: the analyses read a fine-tuned encoder (:mod:`xlt.loader.finetuned`)."""
     return click.option("--finetuned", default=None, metavar="RUN_DIR", help=FINETUNED_HELP)(fn)

@@ -151,9 +151,11 @@ def alignment(results_dir: str, langs: str, paper_numbers, output_dir: str) -> N
               help="RESULTS_DIR/<row>/en-<lang>/{pretrained,xnli,ner,parse}.json: `xlt align sentence --map none` "
                    "outputs, before fine-tuning and after each task's.")
 @click.option("--langs", metavar="LANG,...", default="fake", show_default=True, help=LANGS_HELP)
+@click.option("--rows", metavar="ROW,...", default=None,
+              help="Table 1 rows to show, in order [default: every row in RESULTS_DIR].")
 @click.option("-o", "--output", "output_dir", required=True, type=OutputPath("directory"), metavar="DIR",
               help="Output directory: kept-alignment.md, .csv, .tex, .json and .png.")
-def kept_alignment(results_dir: str, langs: str, output_dir: str) -> None:
+def kept_alignment(results_dir: str, langs: str, rows, output_dir: str) -> None:
     """Sentence retrieval across a joint model's two languages per layer (P@1), for Table 1's model
     before fine-tuning and after each task's fine-tuning on English: how much of the alignment
     pretraining built the fine-tuned encoder still has. `make reproduce-kept-alignment` runs it.
@@ -164,7 +166,8 @@ def kept_alignment(results_dir: str, langs: str, output_dir: str) -> None:
     """
     from xlt.report import kept_alignment as kept
 
-    table, plot = kept.build(results_dir, _languages(langs))
+    chosen = [row.strip() for row in rows.split(",") if row.strip()] if rows else None
+    table, plot = kept.build(results_dir, _languages(langs), chosen)
     _emit(table, output_dir, plot)
 
 

@@ -6,7 +6,8 @@ A run directory of ``xlt finetune`` keeps only the tensors it trained (``best-ep
 frozen ones (language-specific parameters, ``--freeze-bottom``'s layers) are the pretrained run's. So
 the run is read on top of the model it was fine-tuned from, and that model is checked: its
 checkpoint's sha256 must be the one the run's config.json recorded. The task head is left out (the
-analyses read the encoder's states); the masked-LM head stays the pretrained one.
+analyses read the encoder's states); the masked-LM head keeps its pretrained transform and bias, and
+its output matrix is the token table (tied), as fine-tuned.
 """
 
 from __future__ import annotations
@@ -27,21 +28,32 @@ from xlt.utils.textio import file_sha256, read_json
 UNTRAINED = "untrained"
 
 
+def _field(data: object, *keys: str) -> object:
+    """``data[k1][k2]...``, None where a level is missing or not an object (a damaged file)."""
+    for key in keys:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data
+
+
 def chosen_run(path: str) -> str:
     """A run directory as it is; an output directory of ``xlt finetune`` (its results.json): the run of
-    the selected setting's first seed, what a table's cell is read from first."""
+    the selected setting's first seed, what a table's cell is read from first. XltError when that run
+    did not finish (another seed's would be another model than the one asked for)."""
     results_path = os.path.join(path, "results.json")
     if os.path.isfile(os.path.join(path, "config.json")) or not os.path.isfile(results_path):
         return path
     results = read_json(results_path, "fine-tuning results")
-    if isinstance(results, dict):
-        setting = ((results.get("summary") or {}).get("selected") or {}).get("grid_point")
-        for run in results.get("runs") or []:
-            # "done" whether this invocation trained it or an earlier one did ("worked" says which)
-            if isinstance(run, dict) and run.get("status") == "done" and run.get("grid_point") == setting \
-                    and "dir" in run:
-                return os.path.join(path, run["dir"])
-    raise XltError("no finished run of the selected setting to read", results_path)
+    setting = _field(results, "summary", "selected", "grid_point")
+    runs = _field(results, "runs")
+    first = next((run for run in runs if isinstance(run, dict) and run.get("grid_point") == setting),
+                 None) if setting is not None and isinstance(runs, list) else None
+    if first is None or not isinstance(first.get("dir"), str):
+        raise XltError("no run of the selected setting to read", results_path)
+    # "done" whether this invocation trained it or an earlier one did ("worked" says which)
+    if first.get("status") != "done":
+        raise XltError(f"the selected setting's first run ({first['dir']}) did not finish "
+                       f"({first.get('status')}): give a run directory", results_path)
+    return os.path.join(path, first["dir"])
 
 
 def _recorded_model(run_dir: str) -> dict:
@@ -49,8 +61,7 @@ def _recorded_model(run_dir: str) -> dict:
     if not os.path.isfile(path):
         raise XltError("neither a run directory of xlt finetune (no config.json) nor its output directory "
                        "(no results.json)", run_dir)
-    record = read_json(path, "fine-tuning run description")
-    model = record.get("config", {}).get("model") if isinstance(record, dict) else None
+    model = _field(read_json(path, "fine-tuning run description"), "config", "model")
     if not isinstance(model, dict) or "checkpoint_sha256" not in model:
         raise XltError("not a run fine-tuned from an xlt run (its config.json records no checkpoint_sha256)", path)
     return model
@@ -69,7 +80,9 @@ def with_finetuned_encoder(pretrained: TextModel, checkpoint: str, run_dir: str)
     started_from = recorded.get("checkpoint", "best")
     weights = "best" if started_from == UNTRAINED else started_from
     if checkpoint != weights:
-        raise XltError(f"this run was fine-tuned from the {weights} checkpoint: give --checkpoint {weights}", run_dir)
+        source = ("the no-pretraining control (the best checkpoint's architecture, re-initialised)"
+                  if started_from == UNTRAINED else f"fine-tuned from the {weights} checkpoint")
+        raise XltError(f"this run is {source}: give --checkpoint {weights}", run_dir)
     checkpoint_file = os.path.join(pretrained.path, "checkpoints", f"{weights}.pt")
     if not os.path.isfile(checkpoint_file) or file_sha256(checkpoint_file) != recorded["checkpoint_sha256"]:
         raise XltError(f"this run was fine-tuned from another model: its config.json records a {weights} checkpoint "

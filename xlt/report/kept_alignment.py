@@ -1,11 +1,12 @@
 """What fine-tuning on English leaves of a joint model's cross-lingual alignment, per layer.
 
 Reads ``RESULTS_DIR/<row>/en-<lang>/<stage>.json``: ``xlt align sentence --map none`` outputs, the
-XNLI test hypotheses retrieved among their translations (Fake-English: their twins) in one model as
-it is, for Table 1's pretrained model (``pretrained``) and the same model after each task's
+XNLI test hypotheses retrieved among their translations (Fake-English: their twins) in one joint
+model with no learned map (each language normalized on its own), for Table 1's pretrained model (``pretrained``) and the same model after each task's
 fine-tuning (``xnli``, ``ner``, ``parse``: ``--finetuned`` the cell's first run). A table per pair
 and row: P@1 per layer in percent (target -> source), and the mean over the layers above the
-embeddings; the plot has a panel per pair and row, a line per stage.
+embeddings; the plot has a panel per pair and row, a line per stage. A stage measured on another
+model or other sentences than its row's pretrained column is a gap (a stale file), not a number.
 
 Why it is worth a table: zero-shot transfer needs the source-trained classifier to read the target's
 states as it reads the source's, and a classifier can only read what fine-tuning left aligned
@@ -25,8 +26,16 @@ STAGES = (("pretrained", "pretrained"), ("xnli", "after XNLI"), ("ner", "after N
 AVERAGE = "mean 1-L"
 
 
-def _read(path: str) -> tuple[Optional[dict[int, float]], Optional[str]]:
-    """{layer: P@1 in percent} of an align-sentence result, or the reason there is none."""
+# What every stage of one row must share to be compared: the model read, the test sentences.
+def _measured_on(data: dict) -> tuple:
+    source, test = data.get("source"), data.get("test")
+    return (source.get("run") if isinstance(source, dict) else None,
+            (test.get("source"), test.get("target")) if isinstance(test, dict) else None,
+            str(data.get("test_columns")))
+
+
+def _read(path: str) -> tuple[Optional[dict], Optional[str]]:
+    """An align-sentence result measured without a map, or the reason there is none."""
     data, reason = load_json(path)
     if data is None:
         return None, reason
@@ -35,8 +44,12 @@ def _read(path: str) -> tuple[Optional[dict[int, float]], Optional[str]]:
             or len(layers) != len(p_at_1):
         return None, f"{path} is not an `xlt align sentence` result"
     if data.get("map") != "none":
-        return None, f"{path} was measured through a learned map, not in the joint space as it is (--map none)"
-    return {int(layer): 100.0 * float(p) for layer, p in zip(layers, p_at_1)}, None
+        return None, f"{path} was measured through a learned map, not in the joint model (--map none)"
+    return data, None
+
+
+def _percent_by_layer(data: dict) -> dict[int, float]:
+    return {int(layer): 100.0 * float(p) for layer, p in zip(data["layers"], data["p_at_1"])}
 
 
 def _mean_above_embeddings(values: dict[int, float]) -> Optional[float]:
@@ -52,19 +65,26 @@ def rows_present(results_dir: str, pair: str) -> list[str]:
     return sorted(rows, key=lambda r: (r != "default", r))
 
 
-def build(results_dir: str, languages: Sequence[str]) -> tuple[ReportTable, Callable[[str], None]]:
+def build(results_dir: str, languages: Sequence[str], rows: Optional[Sequence[str]] = None
+          ) -> tuple[ReportTable, Callable[[str], None]]:
+    """``rows``: the model rows to show (default: every row measured)."""
     pairs = [f"en-{lang}" for lang in languages]
     measured: dict[tuple[str, str], dict[str, dict[int, float]]] = {}
     gaps: dict[tuple[str, str], dict[str, str]] = {}
     for pair in pairs:
-        for row in rows_present(results_dir, pair) or ["default"]:
-            for stage, _ in STAGES:
-                values, reason = _read(os.path.join(results_dir, row, pair, f"{stage}.json"))
-                if values is None:
+        for row in rows or rows_present(results_dir, pair) or ["default"]:
+            results = {stage: _read(os.path.join(results_dir, row, pair, f"{stage}.json")) for stage, _ in STAGES}
+            pretrained = results["pretrained"][0]
+            for stage, (data, reason) in results.items():
+                if data is not None and pretrained is not None and _measured_on(data) != _measured_on(pretrained):
+                    data, reason = None, ("measured on another model or other test sentences than the pretrained "
+                                          "column (stale: make it again)")
+                if data is None:
                     gaps.setdefault((pair, row), {})[stage] = reason or "missing"
                 else:
-                    measured.setdefault((pair, row), {})[stage] = values
+                    measured.setdefault((pair, row), {})[stage] = _percent_by_layer(data)
     keys = list(dict.fromkeys([*measured, *gaps]))
+    # with nothing measured, the demo's 8 layers and the embeddings, so the table still shows its gaps
     layers = sorted({layer for stages in measured.values() for values in stages.values() for layer in values}) \
         or list(range(9))
     table = ReportTable(name="kept-alignment",
