@@ -67,7 +67,8 @@ def runs(world, nli, tmp_path_factory) -> dict[str, Path]:
 def test_the_encoder_and_the_runs_head_give_the_runs_own_predictions(world, nli, runs):
     run = runs["last"]
     model = load_text_model(str(world.run), "last", "cpu", finetuned=str(run))
-    assert model.describe()["model"] == f"finetuned:{run.resolve()}/{json.loads((run / 'train.json').read_text())['best_file']}"
+    best_file = json.loads((run / "train.json").read_text())["best_file"]
+    assert model.describe()["model"] == f"finetuned:{run.resolve()}/{best_file}"
     config = json.loads((run / "config.json").read_text())["config"]
     task = get_task("xnli")
     head = task.make_head(model.d_model, config["labels"])

@@ -70,7 +70,8 @@ def test_make_measures_the_pretrained_model_and_each_cells_first_run(tmp_path):
     outputs = {line.split(" -o ")[-1].strip(): line for line in aligns}
     assert "--finetuned" not in outputs[f"{work}/kept-alignment/default/en-fake/pretrained.json"]
     for task in ("xnli", "ner"):
-        assert f"--finetuned {work}/table1/default/en-fake/{task} " in outputs[f"{work}/kept-alignment/default/en-fake/{task}.json"]
+        line = outputs[f"{work}/kept-alignment/default/en-fake/{task}.json"]
+        assert f"--finetuned {work}/table1/default/en-fake/{task} " in line
     # the cells are made first, the report last
     assert xlt_commands(lines, "finetune xnli") and xlt_commands(lines, "finetune ner")
     report = " ".join(lines[-3:])

@@ -2,8 +2,9 @@
 
 Reads ``RESULTS_DIR/<row>/en-<lang>/<stage>.json``: ``xlt align sentence --map none`` outputs, the
 XNLI test hypotheses retrieved among their translations (Fake-English: their twins) in one joint
-model with no learned map (each language normalized on its own), for Table 1's pretrained model (``pretrained``) and the same model after each task's
-fine-tuning (``xnli``, ``ner``, ``parse``: ``--finetuned`` the cell's first run). A table per pair
+model with no learned map (each language normalized on its own), for Table 1's pretrained model
+(``pretrained``) and the same model after each task's fine-tuning (``xnli``, ``ner``, ``parse``:
+``--finetuned`` the cell's first run). A table per pair
 and row: P@1 per layer in percent (target -> source), and the mean over the layers above the
 embeddings; the plot has a panel per pair and row, a line per stage. A stage measured on another
 model or other sentences than its row's pretrained column is a gap (a stale file), not a number.
