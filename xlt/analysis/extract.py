@@ -360,9 +360,10 @@ def extract_to_files(model_spec: str, lang: str, input_path: str, output: str, l
             arrays["token_ids"] = index.token_ids
         with open(tmp_index, "wb") as f:
             np.savez(f, **arrays)
+    described = run.describe()
     header = {
         "run": run.source, "checkpoint": checkpoint if isinstance(run, PretrainedRun) else None, "step": run.step,
-        "model": run.describe()["model"] if random_seed is None else f"random:{random_seed}", "kind": run.describe()["kind"],
+        "model": described["model"] if random_seed is None else f"random:{random_seed}", "kind": described["kind"],
         "lang": lang, "level": level,
         "pooling": {"word": pooling, "sentence": "mean"}.get(level),
         "include_specials": include_specials if level != "word" else False,
