@@ -1,13 +1,15 @@
-# Default's zero-shot against pretraining steps, for a pair whose Table 1 targets are out of reach at
-# the scale's steps (issue 28: Fake-English's parsing and XNLI at the demo scale). Default en-<L> is
-# pretrained again for CURVE_STEPS steps with a weight-only snapshot every CURVE_EVERY (the same seed
-# and arguments as Table 1's Default: on the same CPU kind its first STEPS_<L> steps are that model,
-# bit for bit), every snapshot is fine-tuned as a Table 1 cell, and `xlt report steps` lays them out
-# beside Table 1's No pretraining control and trivial baselines. Included by the Makefile.
+# A Table 1 row's zero-shot against pretraining steps, for a pair whose Table 1 targets are out of reach
+# at the scale's steps (issue 28: Fake-English's parsing and XNLI at the demo scale, and whether the
+# separated rows' transfer comes back with more pretraining). The row's en-<L> (CURVE_ROW, Default
+# unless set) is pretrained again for CURVE_STEPS steps with a weight-only snapshot every CURVE_EVERY
+# (the same seed and arguments as Table 1's model: on the same CPU kind its first STEPS_<L> steps are
+# that model, bit for bit), every snapshot is fine-tuned as a Table 1 cell, and `xlt report steps`
+# lays them out beside Table 1's No pretraining control and trivial baselines. Included by the Makefile.
 #
-#   $(W)/steps/models/en-<L>/                     the run, checkpoints/step-N.pt, finished-<CURVE_STEPS>
+#   $(W)/steps/models/en-<L>/                     Default's run, checkpoints/step-N.pt, finished-<CURVE_STEPS>
 #   $(W)/steps/step-<N>/en-<L>/<task>/results.json  `xlt finetune --checkpoint step-<N>`
 #   $(W)/report/steps-<L>.{md,csv,tex,json,png}   the table, the first step meeting each target, the curves
+#   $(W)/steps-<row>/..., $(W)/report/steps-<L>-<row>.*   the same for another row (CURVE_ROW=<row>)
 
 CURVE_LANG  ?= fake
 CURVE_STEPS ?= 30000
@@ -15,27 +17,39 @@ CURVE_EVERY ?= 5000
 # One fine-tuning seed per snapshot: the curve's shape, not a verdict (Table 1's cells carry the spread).
 CURVE_SEEDS ?= $(FT_SEEDS)
 CURVE_AT     = $(shell seq $(CURVE_EVERY) $(CURVE_EVERY) $(CURVE_STEPS))
-SD          := $(W)/steps
+CURVE_ROW   ?= default
+ifeq ($(ROW_$(CURVE_ROW)),)
+$(error CURVE_ROW=$(CURVE_ROW): not a Table 1 row (one of: $(TABLE1_ROWS)))
+endif
+ifneq ($(call cell_gap,$(CURVE_ROW),$(CURVE_LANG)),)
+$(error CURVE_ROW=$(CURVE_ROW) on en-$(CURVE_LANG): $(call cell_gap,$(CURVE_ROW),$(CURVE_LANG)))
+endif
+# Default's curve keeps the folders it always had; another row's are named after it.
+CURVE_NAME  := $(CURVE_LANG)$(if $(filter-out default,$(CURVE_ROW)),-$(CURVE_ROW))
+SD          := $(W)/steps$(if $(filter-out default,$(CURVE_ROW)),-$(CURVE_ROW))
 
-# The stem is en-<L>, as Table 1's Default (row_data, PRETRAIN_ARGS: make/table1.mk); the later
+# The stem is en-<L>[-seed<k>], as Table 1's models (row_data, PRETRAIN_ARGS: make/table1.mk); the later
 # --max-steps wins over PRETRAIN_ARGS's. One marker per length: a larger CURVE_STEPS resumes the run
 # from its last checkpoint, and since the schedule does not depend on the last step, the run is then
 # the longer one's (issue 28's curve went from 30,000 to 80,000 steps so).
-$(SD)/models/%/finished-$(CURVE_STEPS): $$(call row_data,default/$$*)/stores.stamp
+$(SD)/models/%/finished-$(CURVE_STEPS): $$(call row_data,$(CURVE_ROW)/$$*)/stores.stamp
 	$(PRETRAIN) --run-dir $(@D) --vocab $(<D)/vocab \
 	  $(foreach l,en $(call target_of,$*),--codes $(l) $(<D)/codes.$(l) \
 	    --train $(l) $(<D)/$(l).train --dev $(l) $(<D)/$(l).dev) \
-	  --sharing default --seed 0 $(PRETRAIN_ARGS) --max-steps $(CURVE_STEPS) --snapshot-every $(CURVE_EVERY)
+	  --sharing $(word 2,$(ROW_$(CURVE_ROW))) --seed $(call seed_of,$*) $(PRETRAIN_ARGS) --max-steps $(CURVE_STEPS) --snapshot-every $(CURVE_EVERY)
 	touch $@
 
 # A snapshot is there once the run is at CURVE_STEPS. The check leaves the file's time alone, so a cell
 # is fine-tuned again only when its snapshot is newer, not each time the run goes on past it.
-CURVE_RUN := $(SD)/models/en-$(CURVE_LANG)
-$(foreach n,$(CURVE_AT),$(CURVE_RUN)/checkpoints/step-$(n).pt): $(CURVE_RUN)/finished-$(CURVE_STEPS)
+# CURVE_PRETRAIN_SEEDS: the row's pretraining seeds (Table 1's en-<L>-seed<k> names); the report reads
+# each snapshot's cell as the mean over them, as Table 1's.
+CURVE_PRETRAIN_SEEDS ?= 0
+CURVE_PAIRS := $(foreach s,$(CURVE_PRETRAIN_SEEDS),$(call pair_dir,$(CURVE_LANG),$(s)))
+$(foreach n,$(CURVE_AT),$(foreach p,$(CURVE_PAIRS),$(SD)/models/$(p)/checkpoints/step-$(n).pt)): $$(dir $$(@D))finished-$(CURVE_STEPS)
 	@test -f $@ || { echo "$@: no snapshot at this step (the run saved every CURVE_EVERY it had then)" >&2; exit 2; }
 snapshot_of = $(SD)/models/$(notdir $(1))/checkpoints/step-$(patsubst %/,%,$(dir $(1))).pt
 
-# The stem is <N>/en-<L>: snapshot step-<N> of the run above, fine-tuned as Table 1's cells are.
+# The stem is <N>/en-<L>[-seed<k>]: snapshot step-<N> of the run above, fine-tuned as Table 1's cells are.
 define steps_finetune
 $(XLT) finetune $(1) --model $(SD)/models/$(notdir $*) --checkpoint step-$(patsubst %/,%,$(dir $*)) -o $(@D) \
   --data-dir $(T) --seeds $(CURVE_SEEDS) --train en $(word 1,$(2)) --dev en $(word 2,$(2)) \
@@ -48,15 +62,39 @@ $(SD)/step-%/ner/results.json: $$(call snapshot_of,$$*) $$(call ner_files,$$(cal
 $(SD)/step-%/parse/results.json: $$(call snapshot_of,$$*) $$(call parse_files,$$(call target_of,$$*))
 	$(call steps_finetune,parse,$(call parse_files,$(call target_of,$*)),$(ARGS_parse))
 
-CURVE_CELLS := $(foreach n,$(CURVE_AT),$(foreach t,$(TASKS),$(SD)/step-$(n)/en-$(CURVE_LANG)/$(t)/results.json))
+CURVE_CELLS := $(foreach n,$(CURVE_AT),$(foreach p,$(CURVE_PAIRS),$(foreach t,$(TASKS),$(SD)/step-$(n)/$(p)/$(t)/results.json)))
 CURVE_REFERENCES := $(foreach t,$(TASKS),$(W)/table1/control/en-$(CURVE_LANG)/$(t)/results.json \
   $(W)/table1/baselines/en-$(CURVE_LANG)/$(t).json)
 
 # The snapshots' list is a setting (Makefile): a curve made longer is a report to make again, with its new cells.
-$(W)/report/steps-$(CURVE_LANG).md: $(CURVE_CELLS) $(CURVE_REFERENCES) $$(call setting,curve-$(CURVE_LANG),$(CURVE_AT))
-	$(XLT) report steps --results-dir $(SD) --table1-dir $(W)/table1 --lang $(CURVE_LANG) -o $(@D) > /dev/null
+$(W)/report/steps-$(CURVE_NAME).md: $(CURVE_CELLS) $(CURVE_REFERENCES) $$(call setting,curve-$(CURVE_NAME),$(CURVE_AT))
+	$(XLT) report steps --results-dir $(SD) --table1-dir $(W)/table1 --lang $(CURVE_LANG) --row $(CURVE_ROW) -o $(@D) > /dev/null
 
 .PHONY: reproduce-steps
-reproduce-steps: $(W)/report/steps-$(CURVE_LANG).md
+reproduce-steps: $(W)/report/steps-$(CURVE_NAME).md
 	@cat $<
-	@echo "Default en-$(CURVE_LANG) against pretraining steps at SCALE=$(SCALE): $(W)/report/steps-$(CURVE_LANG).{md,csv,tex,json,png}"
+	@echo "$(CURVE_ROW) en-$(CURVE_LANG) against pretraining steps at SCALE=$(SCALE): $(W)/report/steps-$(CURVE_NAME).{md,csv,tex,json,png}"
+
+# ---- Table 1 at one snapshot -----------------------------------------------------------------------
+# Whether Table 1's findings change with more pretraining (issue 28: the separated rows' transfer, and
+# "more separation hurts more", undecided at the demo's steps): the rows whose curves were made (one
+# `make reproduce-steps CURVE_ROW=<row>` each, with the snapshot in its CURVE_AT), read at snapshot
+# STEPS_AT in Table 1's layout (links into their curves' folders, and to Table 1's No pretraining
+# control, trivial baselines and not-applicable rows), and `xlt report table1` on them. Rows not
+# curved are gaps. The learned-English check reads each run's end, so STEPS_AT is the runs' last step.
+STEPS_AT   ?= $(CURVE_STEPS)
+STEPS_ROWS ?= default sep-l1-3 sep-l1-6
+AT_DIR     := $(W)/steps-table1/step-$(STEPS_AT)
+curve_dir   = $(W)/steps$(if $(filter-out default,$(1)),-$(1))
+AT_GAPS    := $(foreach r,$(TABLE1_ROWS),$(if $(call cell_gap,$(r),$(CURVE_LANG)),$(r)))
+# $(call link_pairs,DIR,ROW): link DIR's en-<L> and en-<L>-seed<k> folders into ROW's folder at AT_DIR
+link_pairs = mkdir -p $(AT_DIR)/$(2) && for pair in $(1)/en-$(CURVE_LANG) $(1)/en-$(CURVE_LANG)-seed*; do \
+  if [ -d "$$pair" ]; then ln -s "$$(realpath $$pair)" $(AT_DIR)/$(2)/; fi; done
+.PHONY: reproduce-table1-at-steps
+reproduce-table1-at-steps: $(CURVE_REFERENCES) $(foreach r,$(AT_GAPS),$(W)/table1/$(r)/en-$(CURVE_LANG)/missing.json)
+	rm -rf $(AT_DIR)
+	$(foreach r,$(STEPS_ROWS),$(call link_pairs,$(call curve_dir,$(r))/step-$(STEPS_AT),$(r)) && \
+	  { ls $(AT_DIR)/$(r)/* > /dev/null 2>&1 || { echo "$(call curve_dir,$(r))/step-$(STEPS_AT): no cells of $(r) at this step (make reproduce-steps CURVE_ROW=$(r) with $(STEPS_AT) in CURVE_AT)" >&2; exit 2; }; } ;)
+	$(foreach r,control baselines $(AT_GAPS),$(call link_pairs,$(W)/table1/$(r),$(r)) ;)
+	$(XLT) report table1 --results-dir $(AT_DIR) --langs $(CURVE_LANG) -o $(W)/report/steps-table1-$(STEPS_AT) > /dev/null
+	@cat $(W)/report/steps-table1-$(STEPS_AT)/table1.md

@@ -4,6 +4,7 @@ made from a shorter one (make run for real, with a stand-in for xlt that writes 
 rule reads)."""
 
 import re
+import sys
 import shutil
 import subprocess
 from pathlib import Path
@@ -58,12 +59,36 @@ def test_the_curve_is_table1s_default_pretrained_longer_with_every_snapshot_fine
     assert tail.sub("", cells["step-10000", "parse"]) == tail.sub("", table1_parse)
 
     [report] = xlt_commands(lines, "report")
-    assert f"report steps --results-dir {work}/steps --table1-dir {work}/table1 --lang fake -o {work}/report" in report
+    assert f"report steps --results-dir {work}/steps --table1-dir {work}/table1 --lang fake --row default -o {work}/report" in report
     # No pretraining and the baselines are Table 1's own cells, made where missing, before the report
     references = [line for line in xlt_commands(lines, "finetune") if f"-o {work}/table1/control/en-fake/" in line]
     references += xlt_commands(lines, "-q baselines")
     assert len(references) == 6
     assert lines.index(report) > max(lines.index(line) for line in finetune + references)
+
+
+def test_another_rows_curve_is_that_rows_table1_model_pretrained_longer_in_folders_of_its_own(tmp_path):
+    work = tmp_path / "w"
+    english = english_corpus(tmp_path / "english.txt.xz", 1_100_000)
+    lines = commands(work, f"CORPUS_en={english}", "CURVE_ROW=sep-l1-3", "CURVE_STEPS=20000", "CURVE_EVERY=10000",
+                     "CURVE_AT=20000", "TASKS=ner", "reproduce-steps")
+    runs = {re.search(r"--run-dir (\S+)", line).group(1): line for line in xlt_commands(lines, "pretrain")}
+    pretrain = runs[f"{work}/steps-sep-l1-3/models/en-fake"]
+    [table1] = [line for line in xlt_commands(commands(work, f"CORPUS_en={english}", "LANGS=fake", "pretrain-table1"),
+                                              "pretrain") if "/models/sep-l1-3/en-fake " in line]
+    assert "--sharing sep-l1-3 " in pretrain and f"--vocab {work}/data/union/en-fake/vocab " in pretrain
+    assert arguments(pretrain, "--max-steps", "--snapshot-every") == arguments(table1, "--max-steps")
+    # CURVE_AT picks the snapshots fine-tuned (here the one a run resumed from Table 1's model has)
+    [cell] = [line for line in xlt_commands(lines, "finetune") if f"{work}/steps-sep-l1-3/" in line]
+    assert f"--checkpoint step-20000 -o {work}/steps-sep-l1-3/step-20000/en-fake/ner " in cell
+    [report] = xlt_commands(lines, "report")
+    assert f"report steps --results-dir {work}/steps-sep-l1-3 --table1-dir {work}/table1 --lang fake --row sep-l1-3 " in report
+    # a row that is not Table 1's, or cannot exist for the pair, stops make before anything runs
+    for row, message in (("sep-l1-4", "CURVE_ROW=sep-l1-4: not a Table 1 row"),
+                         ("wiki-cc", "CURVE_ROW=wiki-cc on en-fake: not applicable to Fake-English")):
+        proc = subprocess.run(["make", "-n", f"W={work}", f"CURVE_ROW={row}", "reproduce-steps"], cwd=REPO,
+                              env=make_env(), capture_output=True, text=True, timeout=120)
+        assert proc.returncode != 0 and message in proc.stderr and proc.stdout == ""
 
 
 FAKE_XLT = '''#!/usr/bin/env python3
@@ -123,3 +148,39 @@ def test_a_longer_curve_resumes_the_run_and_fine_tunes_only_the_new_snapshots(tm
     # the run goes on to 30,000; its old snapshots, and their cells, stay; the report is made again
     assert in_order(curve(30000), 30000, 30000)
     assert curve(30000) == []
+
+
+def test_table1_at_a_snapshot_reads_each_curved_rows_seeds_beside_table1s_references(tmp_path):
+    """make reproduce-table1-at-steps for real: Table 1's layout linked from the curves' folders, and
+    `xlt report table1` deciding on them (NER only; Sep L1-3's two models above Sep L1-6's)."""
+    from test_report import one_point, write_baselines, write_results
+    work = tmp_path / "w"
+    cells = {"steps/step-30000/en-fake": 40.0, "steps-sep-l1-3/step-30000/en-fake": 20.0,
+             "steps-sep-l1-3/step-30000/en-fake-seed1": 22.0, "steps-sep-l1-6/step-30000/en-fake": 3.0,
+             "steps-sep-l1-6/step-30000/en-fake-seed1": 4.0, "table1/control/en-fake": 5.0,
+             "steps-sep-l1-6/step-25000/en-fake": 30.0, "table1/sep-l1-6/en-fake": 30.0}   # not read: another step, Table 1's
+    for folder, zero_shot in cells.items():
+        english = 30.0 if folder.startswith("table1/control") else 50.0
+        write_results(work / folder / "ner" / "results.json", "ner", "fake",
+                      one_point("ner", "fake", zero_shot, en=english, spread=1.0))
+    write_baselines(work / "table1/baselines/en-fake/ner.json", "ner",
+                    {"en": ("all O", 0.0), "fake": ("training entities", 0.0)})
+    references = make_words(work, "$(CURVE_REFERENCES)", "TASKS=ner")
+    run = [f"W={work}", f"XLT={sys.executable} -m xlt", "TASKS=ner", *(f"-o{path}" for path in references)]
+    proc = subprocess.run(["make", *run, "reproduce-table1-at-steps"], cwd=REPO, env=make_env(), capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    at = work / "steps-table1" / "step-30000"
+    assert sorted(p.name for p in (at / "sep-l1-3").iterdir()) == ["en-fake", "en-fake-seed1"]
+    assert (at / "sep-l1-6" / "en-fake").resolve() == (work / "steps-sep-l1-6/step-30000/en-fake").resolve()
+    assert (at / "wiki-cc" / "en-fake" / "missing.json").exists()   # not applicable, as in Table 1
+    report = (work / "report" / "steps-table1-30000" / "table1.md").read_text()
+    # the snapshot's cells (over both pretraining seeds), not Table 1's nor another step's
+    assert "| Sep L1-6 | — [1] | — [1] | — [1] | 3.5 ± 0.7 (2 models, n=6)" in report
+    assert ("**HOLDS**: Fake-English: More separation hurts more" in report
+            and "sep-l1-3 21.0 > sep-l1-6 3.5 (sep-l1-3 - sep-l1-6: +17.5" in report)
+    # a row without a curve at that step stops it, naming the folder and the command
+    proc = subprocess.run(["make", *run, "STEPS_ROWS=default sep-emb", "reproduce-table1-at-steps"], cwd=REPO,
+                          env=make_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    assert f"{work}/steps-sep-emb/step-30000: no cells of sep-emb at this step" in proc.stderr

@@ -109,3 +109,17 @@ def test_the_command_writes_the_table_and_its_curves_and_takes_one_language(tmp_
     proc = run_xlt("report", "steps", "--results-dir", curve, "--table1-dir", table1, "--lang", "fake,fr", "-o", out)
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
         "xlt report steps: error: --lang takes one language code, got 'fake,fr'"]
+
+
+def test_another_rows_curve_is_titled_and_named_after_the_row_and_an_unknown_row_is_one_error_line(tmp_path):
+    curve, table1 = fill(tmp_path, model=run_dir(tmp_path))
+    out = tmp_path / "report"
+    proc = run_xlt("report", "steps", "--results-dir", curve, "--table1-dir", table1, "--row", "sep-l1-3", "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("# Sep L1-3 en-fake against pretraining steps")
+    assert sorted(p.name for p in out.iterdir()) == [f"steps-fake-sep-l1-3.{ext}"
+                                                     for ext in ("csv", "json", "md", "png", "tex")]
+    proc = run_xlt("report", "steps", "--results-dir", curve, "--table1-dir", table1, "--row", "sep-l1-4", "-o", out)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        "xlt report steps: error: --row 'sep-l1-4' is not a Table 1 row (one of: default, wiki-cc, default-anchors, "
+        "no-anchors, extra-anchors, sep-emb, sep-emb+l1-3, sep-emb+l1-6, sep-l1-3, sep-l1-6)"]

@@ -81,17 +81,20 @@ def table1(results_dir: str, langs: str, paper_numbers, output_dir: str) -> None
     _emit(t1.build(results_dir, _languages(langs), paper.load(paper_numbers)), output_dir)
 
 
-@report.command("steps", short_help="Default's zero-shot and English scores against pretraining steps.")
+@report.command("steps", short_help="A Table 1 row's zero-shot and English scores against pretraining steps.")
 @click.option("--results-dir", required=True, type=click.Path(exists=True, file_okay=False), metavar="DIR",
               help="RESULTS_DIR/step-<N>/en-<lang>/<task>/results.json: each snapshot fine-tuned "
                    "(`xlt finetune --checkpoint step-N`).")
 @click.option("--table1-dir", required=True, type=click.Path(exists=True, file_okay=False), metavar="DIR",
               help="Table 1's results directory: its No pretraining control and trivial baselines.")
 @click.option("-l", "--lang", metavar="LANG", default="fake", show_default=True, help="The pair's target language.")
+@click.option("--row", metavar="ROW", default="default", show_default=True,
+              help="The Table 1 row whose snapshots these are (default, sep-l1-3, ...): the title, and the "
+                   "output's name for another row than Default.")
 @click.option("-o", "--output", "output_dir", required=True, type=OutputPath("directory"), metavar="DIR",
-              help="Output directory: steps-LANG.md, .csv, .tex, .json and .png.")
-def steps(results_dir: str, table1_dir: str, lang: str, output_dir: str) -> None:
-    """Default's snapshots against pretraining steps: dev perplexity and, per task, the zero-shot and
+              help="Output directory: steps-LANG.md, .csv, .tex, .json and .png (steps-LANG-ROW.* for another row).")
+def steps(results_dir: str, table1_dir: str, lang: str, row: str, output_dir: str) -> None:
+    """A Table 1 row's snapshots against pretraining steps: dev perplexity and, per task, the zero-shot and
     English scores and the relative transfer, with Table 1's control and baselines below; under the
     table, per task, the first snapshot that meets the targets (relative transfer 0.5, a margin over
     No pretraining), or how far the last one is. `make reproduce-steps` runs it (make/steps.mk).
@@ -99,14 +102,19 @@ def steps(results_dir: str, table1_dir: str, lang: str, output_dir: str) -> None
     \b
     Example:
       xlt report steps --results-dir work/demo/steps --table1-dir work/demo/table1 --lang fake -o work/demo/report
+      xlt report steps --results-dir work/demo/steps-sep-l1-3 --table1-dir work/demo/table1 --row sep-l1-3 -o work/demo/report
     """
+    from xlt.report import paper
     from xlt.report import steps as steps_report
     from xlt.utils.errors import XltError
 
     languages = _languages(lang)
     if len(languages) != 1:
         raise XltError(f"--lang takes one language code, got {lang!r}")
-    table, plot = steps_report.build(results_dir, table1_dir, languages[0])
+    rows = paper.table1_rows(paper.load())
+    if row not in rows:
+        raise XltError(f"--row {row!r} is not a Table 1 row (one of: {', '.join(rows)})")
+    table, plot = steps_report.build(results_dir, table1_dir, languages[0], row, rows[row]["label"])
     _emit(table, output_dir, plot)
 
 

@@ -1,8 +1,9 @@
 """``xlt report steps``: one pair's zero-shot and English scores against pretraining steps.
 
 Where Table 1's Default does not reach a target at a scale's steps (Fake-English's parsing and XNLI
-at the demo scale), the question is whether more pretraining would, and at what cost. make/steps.mk
-pretrains Default once more, for longer, with a weight-only snapshot every few thousand steps (the
+at the demo scale), the question is whether more pretraining would, and at what cost; where a row
+transfers next to nothing (the separated rows), whether more pretraining brings it back. make/steps.mk
+pretrains the row once more, for longer, with a weight-only snapshot every few thousand steps (the
 same seed and arguments: on the same CPU kind its first steps are Table 1's model), and fine-tunes
 every snapshot as a Table 1 cell::
 
@@ -81,15 +82,18 @@ def dev_cells(readings: dict, row: str, step: int, lang: str) -> list[Cell]:
     return [Cell(gap=f"no dev perplexity recorded at step {step:,} in {', '.join(sorted(runs)) or 'no run'}")] * 2
 
 
-def build(results_dir: str, table1_dir: str, lang: str) -> tuple[ReportTable, Callable[[str], None]]:
-    """The table and a function that draws its figure into an output directory."""
+def build(results_dir: str, table1_dir: str, lang: str, row: str = "default",
+          label: str = "Default") -> tuple[ReportTable, Callable[[str], None]]:
+    """The table and a function that draws its figure into an output directory: Table 1's ``row``
+    (shown as ``label``) against steps; its name is steps-<lang>, or steps-<lang>-<row> for another row."""
     steps = snapshot_steps(results_dir, lang)
     rows = [Row(row_key(step), f"{step:,} steps") for step in steps]
     references = [Row(CONTROL, "No pretraining"), Row(BASELINES, "Best trivial baseline", baseline=True)]
     values, readings, english, english_readings = collect(results_dir, rows, [lang])
     for part, more in zip((values, readings, english, english_readings), collect(table1_dir, references, [lang])):
         part.update(more)
-    table = ReportTable(name=f"steps-{lang}", title=f"Default en-{lang} against pretraining steps: zero-shot, English "
+    name = f"steps-{lang}" + (f"-{row}" if row != "default" else "")
+    table = ReportTable(name=name, title=f"{label} en-{lang} against pretraining steps: zero-shot, English "
                         "and relative transfer of each snapshot", stub="Snapshot",
                         groups=[("dev perplexity", [SOURCE, lang])] + [(title, COLUMNS) for _, title in TASKS])
     for row, step in list(zip(rows, steps)) + [(r, None) for r in references]:
