@@ -36,7 +36,7 @@ $(SD)/models/%/finished-$(CURVE_STEPS): $$(call row_data,$(CURVE_ROW)/$$*)/store
 	$(PRETRAIN) --run-dir $(@D) --vocab $(<D)/vocab \
 	  $(foreach l,en $(call target_of,$*),--codes $(l) $(<D)/codes.$(l) \
 	    --train $(l) $(<D)/$(l).train --dev $(l) $(<D)/$(l).dev) \
-	  --sharing $(word 2,$(ROW_$(CURVE_ROW))) --seed $(call seed_of,$*) $(PRETRAIN_ARGS) --max-steps $(CURVE_STEPS) --snapshot-every $(CURVE_EVERY)
+	  --sharing $(word 2,$(ROW_$(CURVE_ROW))) $(wordlist 3,9,$(ROW_$(CURVE_ROW))) --seed $(call seed_of,$*) $(PRETRAIN_ARGS) --max-steps $(CURVE_STEPS) --snapshot-every $(CURVE_EVERY)
 	touch $@
 
 # A snapshot is there once the run is at CURVE_STEPS. The check leaves the file's time alone, so a cell

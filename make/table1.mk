@@ -33,6 +33,11 @@ ROW_sep-emb+l1-3    := union      sep-emb+l1-3
 ROW_sep-emb+l1-6    := union      sep-emb+l1-6
 ROW_sep-l1-3        := union      sep-l1-3
 ROW_sep-l1-6        := union      sep-l1-6
+# Not a row of the paper: the separated rows' dose at one layer (layer 1 language-specific), for
+# Fake-English where Sep L1-3 already loses the transfer (issue 28). A row's words after its preset
+# are pretraining options. EXTRA_ROWS_<L> adds such rows to a pair's table, e.g. EXTRA_ROWS_fake=sep-l1.
+ROW_sep-l1          := union      default --separate-layers 1 1
+EXTRA_ROWS ?=
 PRETRAIN := $(if $(TORCHRUN),$(TORCHRUN) xlt,$(XLT)) pretrain
 # $(call pair_setting,NAME): NAME_<L> where a scale sets one for the pair's target language L (the
 # stem of a model rule is <row>/en-<L>), else NAME. Fake-English's recipe differs: scales/demo.mk.
@@ -68,7 +73,8 @@ $(W)/models/%/finished: $$(call row_data,$$*)/stores.stamp
 	$(PRETRAIN) --run-dir $(@D) --vocab $(<D)/vocab \
 	  $(foreach l,en $(call target_of,$*),--codes $(l) $(<D)/codes.$(l) \
 	    --train $(l) $(<D)/$(l).train --dev $(l) $(<D)/$(l).dev) \
-	  --sharing $(word 2,$(ROW_$(patsubst %/,%,$(dir $*)))) --seed $(call seed_of,$*) $(PRETRAIN_ARGS)
+	  --sharing $(word 2,$(ROW_$(patsubst %/,%,$(dir $*)))) $(wordlist 3,9,$(ROW_$(patsubst %/,%,$(dir $*)))) \
+	  --seed $(call seed_of,$*) $(PRETRAIN_ARGS)
 	touch $@
 
 # ---- task data: every k-th example of each file (k = 1 at the gpu and paper scales) ---------------
@@ -215,13 +221,18 @@ table1_cell = $(if $(call cell_gap,$(1),$(2)), \
   $(W)/table1/$(1)/en-$(2)/missing.json, \
   $(foreach s,$(call pretrain_seeds,$(2)),$(foreach t,$(if $(filter-out 0,$(s)),$(PRETRAIN_SEED_TASKS),$(TASKS)), \
     $(W)/table1/$(1)/$(call pair_dir,$(2),$(s))/$(t)/results.json)))
-TABLE1_CELLS   := $(foreach r,$(TABLE1_ROWS),$(foreach l,$(LANGS),$(call table1_cell,$(r),$(l))))
+# the paper's rows, then each pair's extra rows (EXTRA_ROWS_<L>)
+extra_rows = $(call setting_of,EXTRA_ROWS,$(1))
+$(foreach l,$(LANGS),$(foreach r,$(call extra_rows,$(l)),$(if $(ROW_$(r)),,$(error EXTRA_ROWS_$(l): $(r) is not a row (no ROW_$(r) in make/table1.mk)))))
+TABLE1_CELLS   := $(foreach r,$(TABLE1_ROWS),$(foreach l,$(LANGS),$(call table1_cell,$(r),$(l)))) \
+  $(foreach l,$(LANGS),$(foreach r,$(call extra_rows,$(l)),$(call table1_cell,$(r),$(l))))
 TABLE1_RESULTS := $(TABLE1_CELLS) $(foreach l,$(LANGS),$(foreach t,$(TASKS),$(W)/table1/control/en-$(l)/$(t)/results.json \
     $(W)/table1/baselines/en-$(l)/$(t).json))
 # every model those cells read, in row order (each node of a multi-node run pretrains them in turn)
 table1_models = $(if $(call cell_gap,$(1),$(2)),, \
   $(foreach s,$(call pretrain_seeds,$(2)),$(W)/models/$(1)/$(call pair_dir,$(2),$(s))/finished))
-TABLE1_MODELS  := $(foreach r,$(TABLE1_ROWS),$(foreach l,$(LANGS),$(call table1_models,$(r),$(l))))
+TABLE1_MODELS  := $(foreach r,$(TABLE1_ROWS),$(foreach l,$(LANGS),$(call table1_models,$(r),$(l)))) \
+  $(foreach l,$(LANGS),$(foreach r,$(call extra_rows,$(l)),$(call table1_models,$(r),$(l))))
 
 # Several nodes (SCALE=paper NNODES=2 MASTER=host0:29500): one node prepares every token store
 # (`make prepare-table1`), then every node runs `make pretrain-table1` (the same models in the same

@@ -249,6 +249,29 @@ def english_corpus(path, lines: int):
     return path
 
 
+def test_an_extra_row_is_pretrained_with_its_options_on_its_pair_only(tmp_path):
+    """EXTRA_ROWS_fake=sep-l1: Sep L1 (layer 1 language-specific; not a row of the paper) on Fake-English,
+    with the separated rows' data and every pretraining seed; the word-order pair records it as missing."""
+    work = tmp_path / "w"
+    english = english_corpus(tmp_path / "english.txt.xz", 1_100_000)
+    lines = dry_run(work, "LANGS=fake fakeperm", "EXTRA_ROWS_fake=sep-l1", f"CORPUS_en={english}", "reproduce-table1")
+    plan = "\n".join(lines).replace("\\\n", " ")
+    pretrain = [line for line in xlt_commands(plan.splitlines(), "pretrain") if "/models/sep-l1/" in line]
+    assert sorted(re.search(r"--run-dir (\S+)", line).group(1) for line in pretrain) == [
+        f"{work}/models/sep-l1/en-fake", f"{work}/models/sep-l1/en-fake-seed1"]
+    assert all(f"--vocab {work}/data/union/en-fake/vocab " in line and
+               re.search(r"--sharing default +--separate-layers 1 1 +--seed \d", line) for line in pretrain)
+    cells = [line for line in xlt_commands(plan.splitlines(), "finetune") if f"{work}/table1/sep-l1/" in line]
+    assert sorted(line.split(" -o ")[1].split()[0] for line in cells) == [
+        f"{work}/table1/sep-l1/en-fake-seed1/ner", *(f"{work}/table1/sep-l1/en-fake/{t}" for t in ("ner", "parse", "xnli"))]
+    assert any(f"{work}/table1/sep-l1/en-fakeperm/missing.json.tmp" in line for line in lines)
+    # without it, the table is the paper's rows; a row make does not define stops make
+    assert not any("/sep-l1/" in line for line in dry_run(work, "LANGS=fake", f"CORPUS_en={english}", "reproduce-table1"))
+    proc = subprocess.run(["make", "-n", f"W={work}", "LANGS=fake", "EXTRA_ROWS_fake=sep-l2", "reproduce-table1"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120, env=make_env())
+    assert proc.returncode != 0 and "EXTRA_ROWS_fake: sep-l2 is not a row (no ROW_sep-l2 in make/table1.mk)" in proc.stderr
+
+
 def test_the_fake_english_table_reuses_every_rule_with_its_own_text_and_task_files(tmp_path):
     work = tmp_path / "w"
     english = english_corpus(tmp_path / "english.txt.xz", 200_000)   # 5 MB: past SCALE=smoke's 4.2 MB

@@ -179,3 +179,25 @@ def test_a_task_default_did_not_learn_in_english_is_named_as_left_out():
     assert transfers.verdict == INCONCLUSIVE
     assert "xnli: a Default, No pretraining or baseline score missing or left out" in transfers.detail
     assert "left out, English not learned: default xnli fake" in transfers.detail
+
+
+def test_sep_l1_is_shown_before_sep_l1_3_where_its_cells_exist_with_the_layer_by_layer_chain(tmp_path):
+    fill(tmp_path, loss={**LOSS, "sep-l1": 2.0}, spread=0.5)
+    t = table1.build(str(tmp_path), ["fake"])
+    labels = [label for label, _ in t.rows]
+    assert labels.index("Sep L1 (not in the paper)") == labels.index("Sep L1-3") - 1
+    assert cell(t, "Sep L1 (not in the paper)", "NER (F1)", "zero-shot").value == 38.0
+    dose = next(f for f in t.findings if f.claim.startswith("Fake-English: More separation hurts more, layer by layer"))
+    assert dose.verdict == HOLDS
+    assert "ner: default 40.0 > sep-l1 38.0 > sep-l1-3 36.0 > sep-l1-6 32.0" in dose.detail
+    # the paper's findings read the paper's rows as before: Sep L1 is not one of "every Sep row"
+    assert [f.verdict for f in t.findings[:5]] == [HOLDS] * 4 + [INCONCLUSIVE]
+    # one layer that loses more than three breaks the chain
+    fill(tmp_path / "broken", loss={**LOSS, "sep-l1": 6.0}, spread=0.5)
+    t = table1.build(str(tmp_path / "broken"), ["fake"])
+    dose = next(f for f in t.findings if f.claim.startswith("Fake-English: More separation hurts more, layer by layer"))
+    assert dose.verdict == FAILS and "sep-l1 34.0 <= sep-l1-3 36.0" in dose.detail
+    # without the row's cells: neither the row nor its finding
+    fill(tmp_path / "paper", spread=0.5)
+    t = table1.build(str(tmp_path / "paper"), ["fake"])
+    assert "Sep L1 (not in the paper)" not in [label for label, _ in t.rows] and len(t.findings) == 5

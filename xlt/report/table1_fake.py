@@ -11,7 +11,9 @@ test set (its twin, where fine-tuning was supervised), and the **relative transf
 
 1 when the model does on Fake-English what it does on English, 0 when it does no better than a
 model-free rule. Rows that need shared strings (Default anchors, No anchors) or another corpus
-(Wiki-CC) cannot exist here: make records why (``missing.json``), and the table shows it.
+(Wiki-CC) cannot exist here: make records why (``missing.json``), and the table shows it. One row
+that is not the paper's is shown where its cells exist (make's ``EXTRA_ROWS_fake=sep-l1``): Sep L1,
+layer 1 language-specific, the separated rows' dose at one layer, with a finding of its own.
 K et al.'s word-order control (the pair ``fakeperm``) follows in a table of its own
 (:mod:`xlt.report.table1_word_order`).
 
@@ -23,6 +25,7 @@ English are left out of a claim, by name.
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from functools import partial
 from typing import Callable, Optional, Sequence
@@ -41,6 +44,9 @@ from xlt.text.fake import FAKE
 
 FLOOR = Floor("the best trivial baseline", BASELINES)
 SEPARATED = ("sep-emb", "sep-emb+l1-3", "sep-emb+l1-6", "sep-l1-3", "sep-l1-6")
+# Not a row of the paper (make/table1.mk's ROW_sep-l1): shown before Sep L1-3 where its cells exist.
+ONE_LAYER = Row("sep-l1", "Sep L1 (not in the paper)")
+DOSE = ("default", ONE_LAYER.key, "sep-l1-3", "sep-l1-6")
 REFERENCE = {CONTROL: "No pretraining", BASELINES: "the baseline"}
 
 
@@ -116,18 +122,29 @@ def claims(english: Values) -> list[tuple[str, Callable[[Values], Verdict], Sequ
     ]
 
 
-def findings(values: Values, english: EnglishScores, noise: Optional[Noise] = None) -> list[Finding]:
+DOSE_CLAIM = ("More separation hurts more, layer by layer: Default (no layer language-specific) > Sep L1 > "
+              "Sep L1-3 > Sep L1-6 on every task (Sep L1, layer 1 language-specific, is not in the paper).",
+              partial(deeper_separation_hurts, floor=FLOOR, chains=(DOSE,)), DOSE[1:])
+
+
+def findings(values: Values, english: EnglishScores, noise: Optional[Noise] = None,
+             dose: bool = False) -> list[Finding]:
     """The claims on the pair's zero-shot scores, without the rows that did not learn English, each
-    decided only beyond ``noise`` (the zero-shot cells' seed spreads; None: exact numbers)."""
+    decided only beyond ``noise`` (the zero-shot cells' seed spreads; None: exact numbers); with
+    ``dose``, Sep L1's chain too."""
     gaps = unlearned(english)
     return [check(f"Fake-English: {claim}", gated(partial(rule, noise=noise), gaps, rows, english.frozen_more),
-                  values, None) for claim, rule, rows in claims(english.values)]
+                  values, None) for claim, rule, rows in claims(english.values) + ([DOSE_CLAIM] if dose else [])]
 
 
 # ---- the table ---------------------------------------------------------------------------------------
 def build(results_dir: str, rows: Sequence[Row], word_order: bool = False) -> ReportTable:
     """The pair's table (Table 1's rows) with its findings; with ``word_order``, K et al.'s control as a
     section after it, and its finding with the others (:mod:`xlt.report.table1_word_order`)."""
+    dose = os.path.isdir(os.path.join(results_dir, ONE_LAYER.key, f"en-{FAKE}"))
+    if dose:
+        at = next((i for i, row in enumerate(rows) if row.key == "sep-l1-3"), len(rows))
+        rows = [*rows[:at], ONE_LAYER, *rows[at:]]
     values, readings, english, english_readings = collect(results_dir, rows, [FAKE])
     table = pair_table("Fake-English (K et al. 2020): zero-shot transfer from English to its twin that shares no "
                        "token with it", FAKE, rows, values, english, readings, english_readings)
@@ -141,7 +158,8 @@ def build(results_dir: str, rows: Sequence[Row], word_order: bool = False) -> Re
     noise = noise_of(readings, SINGLE_SEED_SD)
     table.findings = findings(values, EnglishScores(english, baseline_names(english_readings),
                                                     frozen_more(english_readings),
-                                                    noise_of(english_readings, SINGLE_SEED_SD_ENGLISH)), noise)
+                                                    noise_of(english_readings, SINGLE_SEED_SD_ENGLISH)), noise,
+                              dose)
     if word_order:
         permuted, finding = table1_word_order.section(results_dir, rows, values, english, readings, noise)
         table.sections.append(permuted)
