@@ -62,12 +62,15 @@ $(SD)/step-%/ner/results.json: $$(call snapshot_of,$$*) $$(call ner_files,$$(cal
 $(SD)/step-%/parse/results.json: $$(call snapshot_of,$$*) $$(call parse_files,$$(call target_of,$$*))
 	$(call steps_finetune,parse,$(call parse_files,$(call target_of,$*)),$(ARGS_parse))
 
-CURVE_CELLS := $(foreach n,$(CURVE_AT),$(foreach p,$(CURVE_PAIRS),$(foreach t,$(TASKS),$(SD)/step-$(n)/$(p)/$(t)/results.json)))
+# A later pretraining seed's snapshots are fine-tuned on PRETRAIN_SEED_TASKS only, as Table 1's models.
+curve_tasks = $(if $(filter-out 0,$(call seed_of,$(1))),$(filter $(PRETRAIN_SEED_TASKS),$(TASKS)),$(TASKS))
+CURVE_CELLS := $(foreach n,$(CURVE_AT),$(foreach p,$(CURVE_PAIRS),$(foreach t,$(call curve_tasks,$(p)),$(SD)/step-$(n)/$(p)/$(t)/results.json)))
 CURVE_REFERENCES := $(foreach t,$(TASKS),$(W)/table1/control/en-$(CURVE_LANG)/$(t)/results.json \
   $(W)/table1/baselines/en-$(CURVE_LANG)/$(t).json)
 
-# The snapshots' list is a setting (Makefile): a curve made longer is a report to make again, with its new cells.
-$(W)/report/steps-$(CURVE_NAME).md: $(CURVE_CELLS) $(CURVE_REFERENCES) $$(call setting,curve-$(CURVE_NAME),$(CURVE_AT))
+# The snapshots' and the pretraining seeds' lists are a setting (Makefile): a curve made longer, or with
+# another seed, is a report to make again, with its new cells.
+$(W)/report/steps-$(CURVE_NAME).md: $(CURVE_CELLS) $(CURVE_REFERENCES) $$(call setting,curve-$(CURVE_NAME),$(CURVE_AT) $(CURVE_PAIRS))
 	$(XLT) report steps --results-dir $(SD) --table1-dir $(W)/table1 --lang $(CURVE_LANG) --row $(CURVE_ROW) -o $(@D) > /dev/null
 
 .PHONY: reproduce-steps
@@ -80,8 +83,9 @@ reproduce-steps: $(W)/report/steps-$(CURVE_NAME).md
 # "more separation hurts more", undecided at the demo's steps): the rows whose curves were made (one
 # `make reproduce-steps CURVE_ROW=<row>` each, with the snapshot in its CURVE_AT), read at snapshot
 # STEPS_AT in Table 1's layout (links into their curves' folders, and to Table 1's No pretraining
-# control, trivial baselines and not-applicable rows), and `xlt report table1` on them. Rows not
-# curved are gaps. The learned-English check reads each run's end, so STEPS_AT is the runs' last step.
+# control, trivial baselines and not-applicable rows), and `xlt report table1` on them. A row of
+# STEPS_ROWS without cells at STEPS_AT stops it; rows left out of STEPS_ROWS are gaps. The learned-English
+# check reads each run's end, so STEPS_AT must be the runs' last step (checked).
 STEPS_AT   ?= $(CURVE_STEPS)
 STEPS_ROWS ?= default sep-l1-3 sep-l1-6
 AT_DIR     := $(W)/steps-table1/step-$(STEPS_AT)
@@ -93,6 +97,9 @@ link_pairs = mkdir -p $(AT_DIR)/$(2) && for pair in $(1)/en-$(CURVE_LANG) $(1)/e
 .PHONY: reproduce-table1-at-steps
 reproduce-table1-at-steps: $(CURVE_REFERENCES) $(foreach r,$(AT_GAPS),$(W)/table1/$(r)/en-$(CURVE_LANG)/missing.json)
 	rm -rf $(AT_DIR)
+	@for marker in $(foreach r,$(STEPS_ROWS),$(call curve_dir,$(r))/models/*/finished-*); do \
+	  [ ! -e "$$marker" ] || [ "$${marker##*-}" -le $(STEPS_AT) ] || { echo "$$marker: that run went on past \
+	STEPS_AT=$(STEPS_AT), and the learned-English check reads a run's end: give its last step" >&2; exit 2; }; done
 	$(foreach r,$(STEPS_ROWS),$(call link_pairs,$(call curve_dir,$(r))/step-$(STEPS_AT),$(r)) && \
 	  { ls $(AT_DIR)/$(r)/* > /dev/null 2>&1 || { echo "$(call curve_dir,$(r))/step-$(STEPS_AT): no cells of $(r) at this step (make reproduce-steps CURVE_ROW=$(r) with $(STEPS_AT) in CURVE_AT)" >&2; exit 2; }; } ;)
 	$(foreach r,control baselines $(AT_GAPS),$(call link_pairs,$(W)/table1/$(r),$(r)) ;)

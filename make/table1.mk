@@ -224,6 +224,8 @@ table1_cell = $(if $(call cell_gap,$(1),$(2)), \
 # the paper's rows, then each pair's extra rows (EXTRA_ROWS_<L>)
 extra_rows = $(call setting_of,EXTRA_ROWS,$(1))
 $(foreach l,$(LANGS),$(foreach r,$(call extra_rows,$(l)),$(if $(ROW_$(r)),,$(error EXTRA_ROWS_$(l): $(r) is not a row (no ROW_$(r) in make/table1.mk)))))
+# only Fake-English's table shows a row that is not the paper's (xlt/report/table1_fake.py)
+$(foreach l,$(filter-out fake fakeperm,$(LANGS)),$(if $(call extra_rows,$(l)),$(error EXTRA_ROWS for en-$(l): only Fake-English's table has rows that are not the paper's (EXTRA_ROWS_fake))))
 TABLE1_CELLS   := $(foreach r,$(TABLE1_ROWS),$(foreach l,$(LANGS),$(call table1_cell,$(r),$(l)))) \
   $(foreach l,$(LANGS),$(foreach r,$(call extra_rows,$(l)),$(call table1_cell,$(r),$(l))))
 TABLE1_RESULTS := $(TABLE1_CELLS) $(foreach l,$(LANGS),$(foreach t,$(TASKS),$(W)/table1/control/en-$(l)/$(t)/results.json \

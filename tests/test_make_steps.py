@@ -127,11 +127,11 @@ def test_a_longer_curve_resumes_the_run_and_fine_tunes_only_the_new_snapshots(tm
         path.parent.mkdir(parents=True, exist_ok=True)
         path.touch()
 
-    def curve(steps: int) -> list[tuple[str, str]]:
+    def curve(steps: int, *more: str) -> list[tuple[str, str]]:
         """What ``make`` ran for the curve's report at ``steps``: (subcommand, --max-steps or --checkpoint)."""
         log = fake.with_suffix(".log")
         log.unlink(missing_ok=True)
-        subprocess.run(["make", f"W={work}", f"XLT={fake}", f"CURVE_STEPS={steps}", "CURVE_EVERY=10000",
+        subprocess.run(["make", f"W={work}", f"XLT={fake}", f"CURVE_STEPS={steps}", "CURVE_EVERY=10000", *more,
                         *(f"-o{path}" for path in inputs), f"{work}/report/steps-fake.md"],
                        cwd=REPO, env=env, check=True, capture_output=True, timeout=120)
         ran = [line.split() for line in log.read_text().splitlines()] if log.exists() else []
@@ -148,6 +148,13 @@ def test_a_longer_curve_resumes_the_run_and_fine_tunes_only_the_new_snapshots(tm
     # the run goes on to 30,000; its old snapshots, and their cells, stay; the report is made again
     assert in_order(curve(30000), 30000, 30000)
     assert curve(30000) == []
+    # a second pretraining seed: its run and its snapshots' cells (NER only at the demo scale, as Table
+    # 1's later seeds), then the report again; the first seed's are left as they are
+    ran = curve(30000, "CURVE_PRETRAIN_SEEDS=0 1")
+    assert ran[:1] == [("pretrain", "30000")] and ran[-1:] == [("report", "")]
+    assert sorted(ran[1:-1]) == [("finetune", f"step-{n}") for n in (10000, 20000, 30000)]
+    assert (work / "steps" / "step-30000" / "en-fake-seed1" / "ner" / "results.json").exists()
+    assert not (work / "steps" / "step-30000" / "en-fake-seed1" / "parse").exists()
 
 
 def test_table1_at_a_snapshot_reads_each_curved_rows_seeds_beside_table1s_references(tmp_path):
@@ -184,3 +191,13 @@ def test_table1_at_a_snapshot_reads_each_curved_rows_seeds_beside_table1s_refere
                           env=make_env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0
     assert f"{work}/steps-sep-emb/step-30000: no cells of sep-emb at this step" in proc.stderr
+    # a run that went on past the snapshot: its learned-English check would read another step
+    (work / "steps-sep-l1-6" / "models" / "en-fake").mkdir(parents=True)
+    (work / "steps-sep-l1-6" / "models" / "en-fake" / "finished-30000").touch()
+    assert subprocess.run(["make", *run, "reproduce-table1-at-steps"], cwd=REPO, env=make_env(),
+                          capture_output=True, timeout=300).returncode == 0
+    (work / "steps-sep-l1-6" / "models" / "en-fake" / "finished-40000").touch()
+    proc = subprocess.run(["make", *run, "reproduce-table1-at-steps"], cwd=REPO, env=make_env(), capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode != 0
+    assert f"{work}/steps-sep-l1-6/models/en-fake/finished-40000: that run went on past STEPS_AT=30000" in proc.stderr

@@ -187,17 +187,28 @@ def test_sep_l1_is_shown_before_sep_l1_3_where_its_cells_exist_with_the_layer_by
     labels = [label for label, _ in t.rows]
     assert labels.index("Sep L1 (not in the paper)") == labels.index("Sep L1-3") - 1
     assert cell(t, "Sep L1 (not in the paper)", "NER (F1)", "zero-shot").value == 38.0
-    dose = next(f for f in t.findings if f.claim.startswith("Fake-English: More separation hurts more, layer by layer"))
-    assert dose.verdict == HOLDS
-    assert "ner: default 40.0 > sep-l1 38.0 > sep-l1-3 36.0 > sep-l1-6 32.0" in dose.detail
+    dose = by_dose(t.findings)
+    assert dose.verdict == HOLDS and "ner: sep-l1 38.0 > sep-l1-3 36.0 > sep-l1-6 32.0" in dose.detail
     # the paper's findings read the paper's rows as before: Sep L1 is not one of "every Sep row"
     assert [f.verdict for f in t.findings[:5]] == [HOLDS] * 4 + [INCONCLUSIVE]
     # one layer that loses more than three breaks the chain
     fill(tmp_path / "broken", loss={**LOSS, "sep-l1": 6.0}, spread=0.5)
-    t = table1.build(str(tmp_path / "broken"), ["fake"])
-    dose = next(f for f in t.findings if f.claim.startswith("Fake-English: More separation hurts more, layer by layer"))
+    dose = by_dose(table1.build(str(tmp_path / "broken"), ["fake"]).findings)
     assert dose.verdict == FAILS and "sep-l1 34.0 <= sep-l1-3 36.0" in dose.detail
+    # Sep L1 and Sep L1-3 both at the floor on NER: their link is left undecided, and with it the claim,
+    # though the paper's link (Sep L1-3 > Sep L1-6) is decided
+    fill(tmp_path / "floor", loss={**LOSS, "sep-l1": 2.0}, spread=0.5)
+    for row, zero_shot in (("sep-l1", 3.0), ("sep-l1-3", 2.8), ("sep-l1-6", -10.0)):
+        write_results(tmp_path / "floor" / row / "en-fake" / "ner" / "results.json", "ner", "fake",
+                      one_point("ner", "fake", zero_shot, en=60.0, spread=0.5))
+    dose = by_dose(table1.build(str(tmp_path / "floor"), ["fake"]).findings)
+    assert dose.verdict == INCONCLUSIVE and "left out: ner sep-l1 vs sep-l1-3 (both under 5" in dose.detail
+    assert "not decided" in dose.detail and "ner sep-l1 > sep-l1-3" in dose.detail.split("not decided")[-1]
     # without the row's cells: neither the row nor its finding
     fill(tmp_path / "paper", spread=0.5)
     t = table1.build(str(tmp_path / "paper"), ["fake"])
     assert "Sep L1 (not in the paper)" not in [label for label, _ in t.rows] and len(t.findings) == 5
+
+
+def by_dose(findings):
+    return next(f for f in findings if f.claim.startswith("Fake-English: More separation hurts more, layer by layer"))

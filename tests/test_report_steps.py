@@ -122,4 +122,7 @@ def test_another_rows_curve_is_titled_and_named_after_the_row_and_an_unknown_row
     proc = run_xlt("report", "steps", "--results-dir", curve, "--table1-dir", table1, "--row", "sep-l1-4", "-o", out)
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
         "xlt report steps: error: --row 'sep-l1-4' is not a Table 1 row (one of: default, wiki-cc, default-anchors, "
-        "no-anchors, extra-anchors, sep-emb, sep-emb+l1-3, sep-emb+l1-6, sep-l1-3, sep-l1-6)"]
+        "no-anchors, extra-anchors, sep-emb, sep-emb+l1-3, sep-emb+l1-6, sep-l1-3, sep-l1-6, sep-l1)"]
+    # Fake-English's extra row has a curve too (make/table1.mk's ROW_sep-l1)
+    proc = run_xlt("report", "steps", "--results-dir", curve, "--table1-dir", table1, "--row", "sep-l1", "-o", out)
+    assert proc.returncode == 0 and proc.stdout.startswith("# Sep L1 (not in the paper) en-fake against pretraining steps")

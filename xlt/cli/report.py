@@ -106,15 +106,17 @@ def steps(results_dir: str, table1_dir: str, lang: str, row: str, output_dir: st
     """
     from xlt.report import paper
     from xlt.report import steps as steps_report
+    from xlt.report.table1_fake import ONE_LAYER
     from xlt.utils.errors import XltError
 
     languages = _languages(lang)
     if len(languages) != 1:
         raise XltError(f"--lang takes one language code, got {lang!r}")
-    rows = paper.table1_rows(paper.load())
-    if row not in rows:
-        raise XltError(f"--row {row!r} is not a Table 1 row (one of: {', '.join(rows)})")
-    table, plot = steps_report.build(results_dir, table1_dir, languages[0], row, rows[row]["label"])
+    labels = {key: paper_row["label"] for key, paper_row in paper.table1_rows(paper.load()).items()}
+    labels[ONE_LAYER.key] = ONE_LAYER.label   # Fake-English's extra row (make's EXTRA_ROWS_fake)
+    if row not in labels:
+        raise XltError(f"--row {row!r} is not a Table 1 row (one of: {', '.join(labels)})")
+    table, plot = steps_report.build(results_dir, table1_dir, languages[0], row, labels[row])
     _emit(table, output_dir, plot)
 
 

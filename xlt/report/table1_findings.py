@@ -133,7 +133,10 @@ SEPARATION_CHAINS = (("sep-l1-3", "sep-l1-6"), ("sep-emb", "sep-emb+l1-3", "sep-
 
 
 def deeper_separation_hurts(values: Values, floor: Floor = BY_CHANCE, noise: Optional[Noise] = None,
-                            chains: Sequence[Sequence[str]] = SEPARATION_CHAINS) -> Verdict:
+                            chains: Sequence[Sequence[str]] = SEPARATION_CHAINS,
+                            needed: Sequence[tuple[str, str]] = ()) -> Verdict:
+    """Each chain decreasing link by link; ``needed``: links that must be decided on a task for it to
+    count (a chain whose new link sits at the floor says no more than its other links)."""
     usable = transfers(values, floor=floor)
     broken, compared, links = [], [], []
     for task in usable.tasks():
@@ -155,6 +158,8 @@ def deeper_separation_hurts(values: Values, floor: Floor = BY_CHANCE, noise: Opt
                 if verdict is None and None not in (rooms := [near_floor(values, r, task, langs, floor) for r in (a, b)]):
                     usable.skipped.append(f"left out: {task} {a} vs {b} (both under {MIN_MARGIN:g} over {floor.name}: "
                                           f"{rooms[0]:+.1f}, {rooms[1]:+.1f})")
+                    if (a, b) in needed:
+                        links.append((f"{task} {a} > {b}", None))   # undecided, not dropped
                     continue
                 links.append((f"{task} {a} > {b}", verdict))
             if False in decided:
