@@ -98,31 +98,27 @@ def test_a_snapshot_not_fine_tuned_on_a_task_is_a_gap_and_does_not_meet_its_targ
     assert "not met by 10,000 steps (there: undecided: " in next(r for r in table.remarks if r.startswith("Parsing"))
 
 
-def test_the_command_writes_the_table_and_its_curves_and_takes_one_language(tmp_path):
+@pytest.mark.parametrize("row, title, name", [(None, "Default", "steps-fake"),
+                                             ("sep-l1-3", "Sep L1-3", "steps-fake-sep-l1-3"),
+                                             ("sep-l1", "Sep L1 (not in the paper)", "steps-fake-sep-l1")])
+def test_the_command_writes_the_table_and_its_curves_titled_and_named_after_the_row(tmp_path, row, title, name):
     curve, table1 = fill(tmp_path, model=run_dir(tmp_path))
     out = tmp_path / "report"
-    proc = run_xlt("report", "steps", "--results-dir", curve, "--table1-dir", table1, "--lang", "fake", "-o", out)
+    proc = run_xlt("report", "steps", "--results-dir", curve, "--table1-dir", table1, "--lang", "fake",
+                   *(["--row", row] if row else []), "-o", out)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("# Default en-fake against pretraining steps")
-    assert sorted(p.name for p in out.iterdir()) == [f"steps-fake.{ext}" for ext in ("csv", "json", "md", "png", "tex")]
-    assert (out / "steps-fake.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert proc.stdout.startswith(f"# {title} en-fake against pretraining steps")
+    assert sorted(p.name for p in out.iterdir()) == [f"{name}.{ext}" for ext in ("csv", "json", "md", "png", "tex")]
+    assert (out / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_one_language_and_a_known_row_or_one_error_line(tmp_path):
+    curve, table1 = fill(tmp_path, model=run_dir(tmp_path))
+    out = tmp_path / "report"
     proc = run_xlt("report", "steps", "--results-dir", curve, "--table1-dir", table1, "--lang", "fake,fr", "-o", out)
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
         "xlt report steps: error: --lang takes one language code, got 'fake,fr'"]
-
-
-def test_another_rows_curve_is_titled_and_named_after_the_row_and_an_unknown_row_is_one_error_line(tmp_path):
-    curve, table1 = fill(tmp_path, model=run_dir(tmp_path))
-    out = tmp_path / "report"
-    proc = run_xlt("report", "steps", "--results-dir", curve, "--table1-dir", table1, "--row", "sep-l1-3", "-o", out)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("# Sep L1-3 en-fake against pretraining steps")
-    assert sorted(p.name for p in out.iterdir()) == [f"steps-fake-sep-l1-3.{ext}"
-                                                     for ext in ("csv", "json", "md", "png", "tex")]
     proc = run_xlt("report", "steps", "--results-dir", curve, "--table1-dir", table1, "--row", "sep-l1-4", "-o", out)
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
         "xlt report steps: error: --row 'sep-l1-4' is not a Table 1 row (one of: default, wiki-cc, default-anchors, "
         "no-anchors, extra-anchors, sep-emb, sep-emb+l1-3, sep-emb+l1-6, sep-l1-3, sep-l1-6, sep-l1)"]
-    # Fake-English's extra row has a curve too (make/table1.mk's ROW_sep-l1)
-    proc = run_xlt("report", "steps", "--results-dir", curve, "--table1-dir", table1, "--row", "sep-l1", "-o", out)
-    assert proc.returncode == 0 and proc.stdout.startswith("# Sep L1 (not in the paper) en-fake against pretraining steps")
