@@ -36,7 +36,7 @@ $(DYN)/models/%/finished: $$(call row_data,$$*)/stores.stamp
 	$(PRETRAIN) --run-dir $(@D) --vocab $(<D)/vocab \
 	  $(foreach l,en $(call target_of,$*),--codes $(l) $(<D)/codes.$(l) \
 	    --train $(l) $(<D)/$(l).train --dev $(l) $(<D)/$(l).dev) \
-	  --sharing $(word 2,$(ROW_$(patsubst %/,%,$(dir $*)))) $(PRETRAIN_ARGS) --snapshot-every $(SNAPSHOT_EVERY)
+	  $(call row_options,$(patsubst %/,%,$(dir $*))) $(PRETRAIN_ARGS) --snapshot-every $(SNAPSHOT_EVERY)
 	touch $@
 
 # What each measure reads: the XNLI dev premises (CKA, language identity), the MUSE test dictionary

@@ -25,8 +25,10 @@ ifneq ($(call cell_gap,$(CURVE_ROW),$(CURVE_LANG)),)
 $(error CURVE_ROW=$(CURVE_ROW) on en-$(CURVE_LANG): $(call cell_gap,$(CURVE_ROW),$(CURVE_LANG)))
 endif
 # Default's curve keeps the folders it always had; another row's are named after it.
-CURVE_NAME  := $(CURVE_LANG)$(if $(filter-out default,$(CURVE_ROW)),-$(CURVE_ROW))
-SD          := $(W)/steps$(if $(filter-out default,$(CURVE_ROW)),-$(CURVE_ROW))
+row_suffix   = $(if $(filter-out default,$(1)),-$(1))
+curve_dir    = $(W)/steps$(call row_suffix,$(1))
+CURVE_NAME  := $(CURVE_LANG)$(call row_suffix,$(CURVE_ROW))
+SD          := $(call curve_dir,$(CURVE_ROW))
 
 # The stem is en-<L>[-seed<k>], as Table 1's models (row_data, PRETRAIN_ARGS: make/table1.mk); the later
 # --max-steps wins over PRETRAIN_ARGS's. One marker per length: a larger CURVE_STEPS resumes the run
@@ -36,7 +38,7 @@ $(SD)/models/%/finished-$(CURVE_STEPS): $$(call row_data,$(CURVE_ROW)/$$*)/store
 	$(PRETRAIN) --run-dir $(@D) --vocab $(<D)/vocab \
 	  $(foreach l,en $(call target_of,$*),--codes $(l) $(<D)/codes.$(l) \
 	    --train $(l) $(<D)/$(l).train --dev $(l) $(<D)/$(l).dev) \
-	  --sharing $(word 2,$(ROW_$(CURVE_ROW))) $(wordlist 3,9,$(ROW_$(CURVE_ROW))) --seed $(call seed_of,$*) $(PRETRAIN_ARGS) --max-steps $(CURVE_STEPS) --snapshot-every $(CURVE_EVERY)
+	  $(call row_options,$(CURVE_ROW)) --seed $(call seed_of,$*) $(PRETRAIN_ARGS) --max-steps $(CURVE_STEPS) --snapshot-every $(CURVE_EVERY)
 	touch $@
 
 # A snapshot is there once the run is at CURVE_STEPS. The check leaves the file's time alone, so a cell
@@ -89,7 +91,6 @@ reproduce-steps: $(W)/report/steps-$(CURVE_NAME).md
 STEPS_AT   ?= $(CURVE_STEPS)
 STEPS_ROWS ?= default sep-l1-3 sep-l1-6
 AT_DIR     := $(W)/steps-table1/step-$(STEPS_AT)
-curve_dir   = $(W)/steps$(if $(filter-out default,$(1)),-$(1))
 AT_GAPS    := $(foreach r,$(TABLE1_ROWS),$(if $(call cell_gap,$(r),$(CURVE_LANG)),$(r)))
 # $(call link_pairs,DIR,ROW): link DIR's en-<L> and en-<L>-seed<k> folders into ROW's folder at AT_DIR
 link_pairs = mkdir -p $(AT_DIR)/$(2) && for pair in $(1)/en-$(CURVE_LANG) $(1)/en-$(CURVE_LANG)-seed*; do \

@@ -38,6 +38,8 @@ ROW_sep-l1-6        := union      sep-l1-6
 # are pretraining options. EXTRA_ROWS_<L> adds such rows to a pair's table, e.g. EXTRA_ROWS_fake=sep-l1.
 ROW_sep-l1          := union      default --separate-layers 1 1
 EXTRA_ROWS ?=
+# $(call row_options,ROW): the row's pretraining options: its sharing preset, then any words after it
+row_options = --sharing $(word 2,$(ROW_$(1))) $(wordlist 3,$(words $(ROW_$(1))),$(ROW_$(1)))
 PRETRAIN := $(if $(TORCHRUN),$(TORCHRUN) xlt,$(XLT)) pretrain
 # $(call pair_setting,NAME): NAME_<L> where a scale sets one for the pair's target language L (the
 # stem of a model rule is <row>/en-<L>), else NAME. Fake-English's recipe differs: scales/demo.mk.
@@ -73,8 +75,7 @@ $(W)/models/%/finished: $$(call row_data,$$*)/stores.stamp
 	$(PRETRAIN) --run-dir $(@D) --vocab $(<D)/vocab \
 	  $(foreach l,en $(call target_of,$*),--codes $(l) $(<D)/codes.$(l) \
 	    --train $(l) $(<D)/$(l).train --dev $(l) $(<D)/$(l).dev) \
-	  --sharing $(word 2,$(ROW_$(patsubst %/,%,$(dir $*)))) $(wordlist 3,9,$(ROW_$(patsubst %/,%,$(dir $*)))) \
-	  --seed $(call seed_of,$*) $(PRETRAIN_ARGS)
+	  $(call row_options,$(patsubst %/,%,$(dir $*))) --seed $(call seed_of,$*) $(PRETRAIN_ARGS)
 	touch $@
 
 # ---- task data: every k-th example of each file (k = 1 at the gpu and paper scales) ---------------
