@@ -56,7 +56,7 @@ LOG_EVERY          := 100
 EVAL_BATCHES       := 10
 PRECISION          := fp32
 TORCHRUN           :=
-# fine-tuning: every k-th example of each task file, one setting, one seed, epochs until the
+# fine-tuning: every k-th example of each task file, one setting, epochs until the
 # English dev score stops rising (measured)
 XNLI_TRAIN_STRIDE  := 2        # 10,011 MNLI pairs
 XNLI_EVAL_STRIDE   := 5        # 498 dev / 1,002 test pairs per language
