@@ -52,8 +52,11 @@ def test_a_second_pretraining_seed_makes_a_margin_that_fine_tuning_seeds_decided
     write_cell(tmp_path, "default", "ner", [20.0, 21.0, 19.0])
     write_cell(tmp_path, "control", "ner", [5.0, 6.0, 4.0])
     # one pretraining seed: 15 points against 2 SE = 2 sqrt(1/3 + 1/3) = 1.6
-    before = finding(table1.build(str(tmp_path), ["fr"]), "Pretraining beats no pretraining on NER")
+    t = table1.build(str(tmp_path), ["fr"])
+    before = finding(t, "Pretraining beats no pretraining on NER")
     assert before.verdict == HOLDS and "+15.0, 2 SE 1.6)" in before.detail
+    # ... and the table says that such a verdict is about this model, not yet about its row
+    assert any(r.startswith("One pretraining seed per row in NER (F1): ") for r in t.remarks)
 
     # the same row pretrained with seed 1 transfers far less: the cell is the mean of the two models,
     # and its noise their spread; the control (no pretraining) keeps its fine-tuning seeds' noise
@@ -72,6 +75,17 @@ def test_a_second_pretraining_seed_makes_a_margin_that_fine_tuning_seeds_decided
     two_se = 2 * math.sqrt(statistics.stdev([20.0, 7.0]) ** 2 / 2 + 1.0 / 3)
     assert after.verdict == INCONCLUSIVE
     assert f"+8.5, 2 SE {two_se:.1f}, pretraining seeds counted)" in after.detail
+    assert not any(r.startswith("One pretraining seed per row") for r in t.remarks)
+
+
+def test_the_fake_table_names_the_tasks_whose_verdicts_rest_on_one_model_per_row(tmp_path):
+    # NER pretrained twice (make's PRETRAIN_SEED_TASKS), parsing once: only parsing is named
+    for seed, scores in enumerate([[20.0, 21.0, 19.0], [25.0, 26.0, 24.0]]):
+        write_model(tmp_path, "default", "ner", scores, "fake", seed)
+    write_model(tmp_path, "default", "parse", [30.0, 31.0, 29.0], "fake", 0)
+    write_cell(tmp_path, "control", "ner", [5.0, 6.0, 4.0], lang="fake")
+    remarks = [r for r in table1.build(str(tmp_path), ["fake"]).remarks if r.startswith("One pretraining seed")]
+    assert len(remarks) == 1 and remarks[0].startswith("One pretraining seed per row in Parsing (LAS): ")
 
 
 def test_a_row_with_one_model_counts_the_pooled_variance_whole_and_a_row_spread_wider_counts_its_own(tmp_path):

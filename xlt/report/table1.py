@@ -26,7 +26,8 @@ from xlt.report import paper as paper_numbers, table1_fake
 from xlt.report.noise import SINGLE_SEED_SD, SINGLE_SEED_SD_ENGLISH
 from xlt.report.render import Cell, ReportTable
 from xlt.report.table1_cells import (NOISE, SOURCE, Row, baseline_names, collect, freezing_note, frozen_more,
-                                     lang_embeddings_remark, noise_of, table_rows, value_cell)
+                                     lang_embeddings_remark, noise_of, one_model_remark, table_rows,
+                                     value_cell)
 # The findings' constants and helpers are part of this module's interface (liu.py and the tests use them).
 from xlt.report.table1_findings import (BASELINES, CHANCE, CONTROL, FEW_POINTS, MIN_MARGIN, TASKS,  # noqa: F401
                                         EnglishScores, Values, findings, mean)
@@ -135,8 +136,11 @@ def real_pairs(results_dir: str, rows: Sequence[Row], languages: Sequence[str], 
                      "languages, as the paper's column.", REFERENCES, NOISE]
     if remark := lang_embeddings_remark(readings, rows):
         table.remarks.append(remark)
+    noise = noise_of(readings, SINGLE_SEED_SD)
+    if remark := one_model_remark(noise):
+        table.remarks.append(remark)
     table.sections = [english_table(rows, english_readings, english_values, languages)]
     english = EnglishScores(english_values, baseline_names(english_readings), frozen_more(english_readings),
                             noise_of(english_readings, SINGLE_SEED_SD_ENGLISH))
-    table.findings = findings(values, paper_values(data, languages), english, noise_of(readings, SINGLE_SEED_SD))
+    table.findings = findings(values, paper_values(data, languages), english, noise)
     return table

@@ -32,6 +32,22 @@ NOISE = (f"± = sample std over the n fine-tuning seeds of a cell (n > 1 only). 
          "number of models: a row with one model counts it whole.")
 
 
+
+def one_model_remark(noise: Noise) -> Optional[str]:
+    """Which tasks' pretrained cells carry no pretraining-seed spread (one model per row), so that a
+    finding on them is judged against fine-tuning seeds alone; None when every task counts it."""
+    pretrained = {cell[1] for cell in noise.spreads if cell[0] not in (CONTROL, BASELINES)}
+    counted = {cell[1] for cell, s in noise.spreads.items() if s.pretraining_sd is not None}
+    alone = [title for task, title in TASKS if task in pretrained and task not in counted]
+    if not alone:
+        return None
+    return (f"One pretraining seed per row in {', '.join(alone)}: a finding there is judged against its cells' "
+            "fine-tuning seeds alone, and holds for these models, not yet for their rows. Another pretraining "
+            "seed can move a cell further than fine-tuning seeds do (Fake-English's Default at the demo scale: "
+            "its two pretraining seeds gave zero-shot NER 22.2 and 27.1 F1, each model's three fine-tuning seeds "
+            "an sd of 2.3-2.8; on another CPU kind 19.2 and 28.5). More models of every row: "
+            "PRETRAIN_SEEDS_<L> in make, read here as en-<L>-seed<k>.")
+
 @dataclass
 class Row:
     key: str                # directory under RESULTS_DIR, and the row's name in the findings

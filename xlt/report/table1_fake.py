@@ -35,7 +35,7 @@ from xlt.report.findings import Finding, Inconclusive, Verdict, check
 from xlt.report.noise import SINGLE_SEED_SD, SINGLE_SEED_SD_ENGLISH, Noise, estimate, judge, judge_tied, settle
 from xlt.report.render import ReportTable
 from xlt.report.table1_cells import (NOISE, Row, baseline_names, collect, frozen_more, lang_embeddings_remark,
-                                    noise_of, pair_table)
+                                    noise_of, one_model_remark, pair_table)
 from xlt.report.table1_findings import (BASELINES, CONTROL, TASKS, TIE, EnglishScores, Floor, Values,
                                         deeper_separation_hurts, extra_anchors_help, gated, sep_emb_l16_collapses,
                                         transfers, unlearned)
@@ -157,6 +157,8 @@ def build(results_dir: str, rows: Sequence[Row], word_order: bool = False) -> Re
     if remark := lang_embeddings_remark(readings, rows):
         table.remarks.append(remark)
     noise = noise_of(readings, SINGLE_SEED_SD)
+    if remark := one_model_remark(noise):
+        table.remarks.append(remark)
     table.findings = findings(values, EnglishScores(english, baseline_names(english_readings),
                                                     frozen_more(english_readings),
                                                     noise_of(english_readings, SINGLE_SEED_SD_ENGLISH)), noise,
