@@ -56,7 +56,7 @@ def test_a_second_pretraining_seed_makes_a_margin_that_fine_tuning_seeds_decided
     before = finding(t, "Pretraining beats no pretraining on NER")
     assert before.verdict == HOLDS and "+15.0, 2 SE 1.6)" in before.detail
     # ... and the table says that such a verdict is about this model, not yet about its row
-    assert any(r.startswith("One pretraining seed per row in NER (F1): ") for r in t.remarks)
+    assert any(r.startswith("One pretraining seed per row in NER (F1) (fr): ") for r in t.remarks)
 
     # the same row pretrained with seed 1 transfers far less: the cell is the mean of the two models,
     # and its noise their spread; the control (no pretraining) keeps its fine-tuning seeds' noise
@@ -78,6 +78,17 @@ def test_a_second_pretraining_seed_makes_a_margin_that_fine_tuning_seeds_decided
     assert not any(r.startswith("One pretraining seed per row") for r in t.remarks)
 
 
+def test_the_table_names_the_languages_whose_rows_have_one_model(tmp_path):
+    # fr pretrained twice, ru once (PRETRAIN_SEEDS_<L> is per language): ru's NER is named, fr's is not
+    for seed, scores in enumerate([[20.0, 21.0, 19.0], [25.0, 26.0, 24.0]]):
+        write_model(tmp_path, "default", "ner", scores, "fr", seed)
+    write_model(tmp_path, "default", "ner", [10.0, 11.0, 9.0], "ru", 0)
+    for lang in ("fr", "ru"):
+        write_cell(tmp_path, "control", "ner", [5.0, 6.0, 4.0], lang=lang)
+    remarks = [r for r in table1.build(str(tmp_path), ["fr", "ru"]).remarks if r.startswith("One pretraining seed")]
+    assert len(remarks) == 1 and remarks[0].startswith("One pretraining seed per row in NER (F1) (ru): ")
+
+
 def test_the_fake_table_names_the_tasks_whose_verdicts_rest_on_one_model_per_row(tmp_path):
     # NER pretrained twice (make's PRETRAIN_SEED_TASKS), parsing once: only parsing is named
     for seed, scores in enumerate([[20.0, 21.0, 19.0], [25.0, 26.0, 24.0]]):
@@ -85,7 +96,7 @@ def test_the_fake_table_names_the_tasks_whose_verdicts_rest_on_one_model_per_row
     write_model(tmp_path, "default", "parse", [30.0, 31.0, 29.0], "fake", 0)
     write_cell(tmp_path, "control", "ner", [5.0, 6.0, 4.0], lang="fake")
     remarks = [r for r in table1.build(str(tmp_path), ["fake"]).remarks if r.startswith("One pretraining seed")]
-    assert len(remarks) == 1 and remarks[0].startswith("One pretraining seed per row in Parsing (LAS): ")
+    assert len(remarks) == 1 and remarks[0].startswith("One pretraining seed per row in Parsing (LAS) (fake): ")
 
 
 def test_a_row_with_one_model_counts_the_pooled_variance_whole_and_a_row_spread_wider_counts_its_own(tmp_path):

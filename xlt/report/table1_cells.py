@@ -32,21 +32,24 @@ NOISE = (f"± = sample std over the n fine-tuning seeds of a cell (n > 1 only). 
          "number of models: a row with one model counts it whole.")
 
 
-
 def one_model_remark(noise: Noise) -> Optional[str]:
-    """Which tasks' pretrained cells carry no pretraining-seed spread (one model per row), so that a
-    finding on them is judged against fine-tuning seeds alone; None when every task counts it."""
-    pretrained = {cell[1] for cell in noise.spreads if cell[0] not in (CONTROL, BASELINES)}
-    counted = {cell[1] for cell, s in noise.spreads.items() if s.pretraining_sd is not None}
-    alone = [title for task, title in TASKS if task in pretrained and task not in counted]
+    """Which tasks and languages have one model per pretrained row (no pretraining-seed spread in
+    their cells' noise), so that a finding on them speaks for these models, not yet for their rows;
+    None when every pretrained cell counts one. Per language, as make's PRETRAIN_SEEDS_<L> is."""
+    pretrained = {cell[1:] for cell in noise.spreads if cell[0] not in (CONTROL, BASELINES)}
+    counted = {cell[1:] for cell, s in noise.spreads.items() if s.pretraining_sd is not None}
+    alone = [f"{title} ({', '.join(langs)})" for task, title in TASKS
+             if (langs := sorted(lang for t, lang in pretrained - counted if t == task))]
     if not alone:
         return None
-    return (f"One pretraining seed per row in {', '.join(alone)}: a finding there is judged against its cells' "
-            "fine-tuning seeds alone, and holds for these models, not yet for their rows. Another pretraining "
-            "seed can move a cell further than fine-tuning seeds do (Fake-English's Default at the demo scale: "
-            "its two pretraining seeds gave zero-shot NER 22.2 and 27.1 F1, each model's three fine-tuning seeds "
-            "an sd of 2.3-2.8; on another CPU kind 19.2 and 28.5). More models of every row: "
-            "PRETRAIN_SEEDS_<L> in make, read here as en-<L>-seed<k>.")
+    return (f"One pretraining seed per row in {'; '.join(alone)}: the noise a finding there is judged against "
+            "counts no other pretraining seed, so it holds or fails for these models, not yet for their rows. "
+            "Another pretraining seed can move a cell further than fine-tuning seeds do (Fake-English's Default "
+            "at the demo scale: zero-shot NER 19.2 and 28.5 F1 from its two pretraining seeds on an Intel Xeon, "
+            "22.2 and 27.1 on AMD EPYC, where each model's three fine-tuning seeds had an sd of 2.3-2.8). More "
+            "models: make's PRETRAIN_SEEDS_<L> (every row of the pair) and PRETRAIN_SEED_TASKS (the tasks they "
+            "are fine-tuned on), read here as en-<L>-seed<k>.")
+
 
 @dataclass
 class Row:

@@ -157,6 +157,7 @@ def build(results_dir: str, rows: Sequence[Row], word_order: bool = False) -> Re
     if remark := lang_embeddings_remark(readings, rows):
         table.remarks.append(remark)
     noise = noise_of(readings, SINGLE_SEED_SD)
+    # the word-order pair's models are pooled with these (table1_word_order), made with the same seeds
     if remark := one_model_remark(noise):
         table.remarks.append(remark)
     table.findings = findings(values, EnglishScores(english, baseline_names(english_readings),
