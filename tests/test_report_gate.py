@@ -162,6 +162,24 @@ def test_the_report_reads_frozen_counts_and_the_pretraining_floor_from_the_files
     assert "sep-l1-3 parse fr" not in separation.detail
 
 
+def test_a_row_is_judged_learned_only_when_every_pretraining_seed_s_model_left_the_plateau(tmp_path):
+    models = {}
+    for name, ppl in (("default", 139.0), ("sep-l1-3", 150.0), ("sep-l1-3-seed1", 1150.0)):
+        models[name] = tmp_path / "models" / name
+        models[name].mkdir(parents=True)
+        (models[name] / "metrics.jsonl").write_text(
+            json.dumps({"step": 7500, "valid_en_mlm_ppl": ppl, "valid_en_unigram_ppl": 1200.0}) + "\n")
+    cells = {("default", "en-fr"): (20.0, 47.0, 0, "default"), ("control", "en-fr"): (10.0, 33.0, 0, None),
+             ("sep-l1-3", "en-fr"): (25.0, 46.0, 200_000, "sep-l1-3"),
+             ("sep-l1-3", "en-fr-seed1"): (24.0, 44.0, 200_000, "sep-l1-3-seed1")}
+    for (row, pair), (fr, en, frozen, model) in cells.items():
+        write_finetune(tmp_path / "table1" / row / pair / "ner" / "results.json", "ner", "fr", fr, en, frozen,
+                       str(models[model]) if model else str(tmp_path / "models" / "none"))
+    t = table1.build(str(tmp_path / "table1"), ["fr"])
+    # seed 0's model learned English (150 of 1,200); seed 1's did not (1,150): the row is left out, by the worse
+    assert "sep-l1-3 en-fr model (English dev perplexity 1,150, not below 0.9" in "".join(f.detail for f in t.findings)
+
+
 def test_a_task_not_run_is_left_out_of_a_claim_with_a_note():
     # A partial run (the cpu scale's decisive rows have no XNLI): claims are checked on the other tasks.
     theirs = paper_values()

@@ -151,15 +151,18 @@ def freezing(readings: dict, cell: tuple[str, str, str]) -> Optional[tuple[dict,
 
 def frozen_more(english_readings: dict) -> dict:
     """The English cells whose fine-tuning froze more encoder parameters than the control's (:func:`freezing`),
-    each with its pretraining run's English fit (:class:`EnglishScores`); each run's metrics read once."""
+    each with its pretraining runs' English fit (:class:`EnglishScores`), the worst over a cell's models
+    (highest share of the unigram floor); each run's metrics read once."""
     fits: dict[str, Any] = {}
     out = {}
     for cell, reading in english_readings.items():
         if freezing(english_readings, cell):
-            model = reading.extra.get("model")
-            if isinstance(model, str) and model not in fits:
-                fits[model] = unigram_fit(model, SOURCE)
-            out[cell] = fits.get(model) if isinstance(model, str) else None
+            # every pretraining seed's model must have learned English: the cell carries the worst fit
+            for model in model_dirs(reading):
+                if model not in fits:
+                    fits[model] = unigram_fit(model, SOURCE)
+            known = [fit for model in model_dirs(reading) if (fit := fits[model]) is not None]
+            out[cell] = max(known, key=lambda fit: fit[0] / fit[1]) if known else None
     return out
 
 
