@@ -127,15 +127,19 @@ def write_finetune(path, task: str, lang: str, target: float, en: float, frozen:
                                 "summary": summarize(runs, metric, "en", [lang]), "runs": runs}))
 
 
+def write_pretraining_run(run_dir, en_ppl: float, en_floor: float):
+    """A pretraining run directory whose last evaluation is ``en_ppl`` against the unigram ``en_floor``."""
+    run_dir.mkdir(parents=True)
+    (run_dir / "metrics.jsonl").write_text(
+        json.dumps({"step": 500, "lang": "en", "loss": 6.0}) + "\n"
+        + json.dumps({"step": 20000, "valid_en_mlm_ppl": en_ppl, "valid_fr_mlm_ppl": 80.0,
+                      "valid_en_unigram_ppl": en_floor, "valid_fr_unigram_ppl": 1274.0, "best_step": 20000}) + "\n")
+    return run_dir
+
+
 def test_the_report_reads_frozen_counts_and_the_pretraining_floor_from_the_files(tmp_path):
-    models = {}
-    for row, ppl in (("default", 139.0), ("sep-emb+l1-6", 151.0), ("sep-l1-6", 1250.0)):
-        models[row] = tmp_path / "models" / row
-        models[row].mkdir(parents=True)
-        (models[row] / "metrics.jsonl").write_text(
-            json.dumps({"step": 500, "lang": "en", "loss": 6.0}) + "\n"
-            + json.dumps({"step": 20000, "valid_en_mlm_ppl": ppl, "valid_fr_mlm_ppl": 80.0,
-                          "valid_en_unigram_ppl": 1278.0, "valid_fr_unigram_ppl": 1274.0, "best_step": 20000}) + "\n")
+    models = {row: write_pretraining_run(tmp_path / "models" / row, ppl, 1278.0)
+              for row, ppl in (("default", 139.0), ("sep-emb+l1-6", 151.0), ("sep-l1-6", 1250.0))}
     # The cpu scale's parsing numbers (docs/reproduce.md); XNLI at chance (Default does not transfer: skipped)
     scores = {"default": (8.8, 74.4, 0), "control": (2.6, 69.9, 0), "sep-emb+l1-6": (0.2, 48.4, 950_000),
               "sep-l1-6": (1.9, 67.5, 400_000), "sep-l1-3": (8.5, 72.3, 200_000)}
@@ -163,12 +167,8 @@ def test_the_report_reads_frozen_counts_and_the_pretraining_floor_from_the_files
 
 
 def test_a_row_is_judged_learned_only_when_every_pretraining_seed_s_model_left_the_plateau(tmp_path):
-    models = {}
-    for name, ppl in (("default", 139.0), ("sep-l1-3", 150.0), ("sep-l1-3-seed1", 1150.0)):
-        models[name] = tmp_path / "models" / name
-        models[name].mkdir(parents=True)
-        (models[name] / "metrics.jsonl").write_text(
-            json.dumps({"step": 7500, "valid_en_mlm_ppl": ppl, "valid_en_unigram_ppl": 1200.0}) + "\n")
+    models = {name: write_pretraining_run(tmp_path / "models" / name, ppl, 1200.0)
+              for name, ppl in (("default", 139.0), ("sep-l1-3", 150.0), ("sep-l1-3-seed1", 1150.0))}
     cells = {("default", "en-fr"): (20.0, 47.0, 0, "default"), ("control", "en-fr"): (10.0, 33.0, 0, None),
              ("sep-l1-3", "en-fr"): (25.0, 46.0, 200_000, "sep-l1-3"),
              ("sep-l1-3", "en-fr-seed1"): (24.0, 44.0, 200_000, "sep-l1-3-seed1")}
