@@ -158,10 +158,11 @@ def frozen_more(english_readings: dict) -> dict:
     for cell, reading in english_readings.items():
         if freezing(english_readings, cell):
             # every pretraining seed's model must have learned English: the cell carries the worst fit
-            for model in model_dirs(reading):
+            models = model_dirs(reading)
+            for model in models:
                 if model not in fits:
                     fits[model] = unigram_fit(model, SOURCE)
-            known = [fit for model in model_dirs(reading) if (fit := fits[model]) is not None]
+            known = [fits[model] for model in models if fits[model] is not None]
             out[cell] = max(known, key=lambda fit: fit[0] / fit[1]) if known else None
     return out
 
