@@ -16,6 +16,8 @@ step) has a realistic size; which words hit it does not change the speed.
 Example:
     .venv/bin/python bench/bench_finetune.py                               # CPU, small preset
     .venv/bin/python bench/bench_finetune.py --tasks xnli --examples 256 --threads 2
+    .venv/bin/python bench/bench_finetune.py --tasks parse --preset mini --threads 1 \
+        --task-option arc_dim 128 --task-option label_dim 64       # the demo scale's parser
     python bench/bench_finetune.py --preset wu2020 --device cuda --examples 4096   # a GPU box
 """
 
@@ -62,7 +64,7 @@ def whitespace_vocabulary(path: str, lines: int, size: int) -> Vocabulary:
 
 
 def measure(task_name: str, args: argparse.Namespace, root: str) -> dict:
-    task = get_task(task_name)
+    task = get_task(task_name, **{key: json.loads(value) for key, value in args.task_option})
     max_len = args.max_len or TASKS[task_name].recipe.max_len
     train_path = default_path(task_name, args.data_dir, "en", "train")
     train = task.read(train_path)[:args.examples]
@@ -122,6 +124,8 @@ def main() -> None:
     ap.add_argument("--eval-batch-size", type=int, default=64)
     ap.add_argument("--max-len", type=int, default=None, help="default: the task's (xnli/parse 256, ner 128)")
     ap.add_argument("--vocab-size", type=int, default=50000)
+    ap.add_argument("--task-option", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
+                    help="as xlt finetune's (a JSON value), for every task measured: name one task with it")
     ap.add_argument("--data-dir", default="data")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=None)
@@ -131,7 +135,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"preset {args.preset}, device {args.device}, precision {args.precision}, {torch.get_num_threads()} thread(s), "
-          f"load average {os.getloadavg()[0]:.1f}")
+          f"load average {os.getloadavg()[0]:.1f}" + (f", task options {dict(args.task_option)}" if args.task_option else ""))
     header = ("task", "bs", "mean len", "encode/s", "train/s rand", "train/s bucket", "pad rand", "pad bucket",
               "eval/s file", "eval/s sorted", "pad file", "pad sorted")
     print(" | ".join(header))

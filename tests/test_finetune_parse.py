@@ -6,9 +6,10 @@ import random
 
 import pytest
 import torch
+from torch import nn
 from finetune_fixtures import make_pipeline, predict, tiny_encoder, train_steps
 
-from xlt.finetune.parse import ParseTask, read_conllu
+from xlt.finetune.parse import ParseScores, ParseTask, read_conllu
 from xlt.finetune.registry import TASKS, get_task
 from xlt.text.vocab import EOS_ID
 from xlt.utils import log
@@ -189,6 +190,32 @@ def test_biaffine_head_overfits_and_decodes_trees(tmp_path):
         loss = head.loss(head(encoder(first.input_ids, "en", first.padding_mask).last_hidden_state, first), first)
     loss.backward()
     assert torch.isfinite(loss) and head.rel_bilinear.weight.grad is not None
+
+
+def test_relation_scores_are_the_textbook_bilinear_plus_linear():
+    """The einsum relation scorer against nn.Bilinear's own forward, values and gradients, with
+    heads drawn at random (padding rows included: heads -1 are clamped to ROOT)."""
+    torch.manual_seed(0)
+    labels = [f"rel{i}" for i in range(7)]
+    head = ParseTask(arc_dim=8, label_dim=5).make_head(6, labels)
+    nn.init.normal_(head.rel_bilinear.weight)
+    nn.init.normal_(head.rel_bilinear.bias)
+    B, n = 3, 4
+    dep_rel = torch.randn(B, n + 1, 5, requires_grad=True)
+    head_rel = torch.randn(B, n + 1, 5, requires_grad=True)
+    heads = torch.randint(-1, n + 1, (B, n))
+    scores = ParseScores(torch.zeros(B, n + 1, n + 1), dep_rel, head_rel)
+    got = head.relation_scores(scores, heads)
+    gathered = torch.stack([head_rel[b, heads[b].clamp(min=0)] for b in range(B)])
+    dep = dep_rel[:, 1:]
+    want = head.rel_bilinear(dep, gathered) + head.rel_linear(torch.cat([dep, gathered], -1))
+    assert got.shape == (B, n, len(labels))
+    torch.testing.assert_close(got, want)
+    weights = torch.randn_like(want)
+    grads = torch.autograd.grad((got * weights).sum(), [dep_rel, head_rel, head.rel_bilinear.weight])
+    want_grads = torch.autograd.grad((want * weights).sum(), [dep_rel, head_rel, head.rel_bilinear.weight])
+    for g, w in zip(grads, want_grads):
+        torch.testing.assert_close(g, w)
 
 
 def test_mirror_treebanks_read_whole(mirror):
