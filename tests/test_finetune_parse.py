@@ -216,6 +216,12 @@ def test_relation_scores_are_the_textbook_bilinear_plus_linear():
     want_grads = torch.autograd.grad((want * weights).sum(), [dep_rel, head_rel, head.rel_bilinear.weight])
     for g, w in zip(grads, want_grads):
         torch.testing.assert_close(g, w)
+    # Under bf16 autocast (a GPU's default) the bilinear form stays fp32, as nn.Bilinear's was: with the
+    # linear part zeroed, the scores are the fp32 ones to fp32 precision (bf16 would miss by ~1e-2).
+    nn.init.zeros_(head.rel_linear.weight)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        mixed = head.relation_scores(scores, heads)
+    torch.testing.assert_close(mixed, head.rel_bilinear(dep, gathered))
 
 
 def test_mirror_treebanks_read_whole(mirror):

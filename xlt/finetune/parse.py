@@ -178,14 +178,15 @@ class BiaffineHead(TaskHead):
     def relation_scores(self, scores: ParseScores, heads: Tensor) -> Tensor:
         """Relation logits [B, n, R] of words 1..n attached to ``heads`` [B, n] (node indices)."""
         index = heads.clamp(min=0).unsqueeze(-1).expand(-1, -1, scores.head_rel.shape[-1])
-        # fp32: features made under bf16 autocast meet the fp32 bilinear weights here, which autocast
-        # does not reconcile on CPU, nor anywhere at decoding (outside autocast).
+        # fp32: features made under bf16 autocast meet the fp32 weights here, at decoding outside autocast too.
         head = scores.head_rel.gather(1, index).float()
         dep = scores.dep_rel[:, 1:].float()
-        # dep^T U_r head with nn.Bilinear's weight and bias, as one einsum: nn.Bilinear's own forward
-        # (torch's _trilinear) took half of a parsing step's CPU time, eight times the einsum's
-        # (bench/bench_finetune.py); the parameters, and so the checkpoints, are nn.Bilinear's.
-        bilinear = torch.einsum("bni,rij,bnj->bnr", dep, self.rel_bilinear.weight, head) + self.rel_bilinear.bias
+        # dep^T U_r head over nn.Bilinear's parameters (and so its checkpoints), as one einsum: its own
+        # forward (torch's _trilinear) took half of a parsing step's CPU time, eight times the einsum's
+        # (docs/notes/2026-12-01-parser-relation-scores.md). Outside autocast, which would run the einsum
+        # in bf16 where nn.Bilinear ran in fp32.
+        with torch.autocast(dep.device.type, enabled=False):
+            bilinear = torch.einsum("bni,rij,bnj->bnr", dep, self.rel_bilinear.weight, head) + self.rel_bilinear.bias
         return bilinear + self.rel_linear(torch.cat([dep, head], -1))
 
     def loss(self, outputs: ParseScores, batch: Batch) -> Tensor:
