@@ -135,7 +135,8 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"preset {args.preset}, device {args.device}, precision {args.precision}, {torch.get_num_threads()} thread(s), "
-          f"load average {os.getloadavg()[0]:.1f}" + (f", task options {dict(args.task_option)}" if args.task_option else ""))
+          f"load average {os.getloadavg()[0]:.1f}"
+          + (f", task options {dict(args.task_option)}" if args.task_option else ""))
     header = ("task", "bs", "mean len", "encode/s", "train/s rand", "train/s bucket", "pad rand", "pad bucket",
               "eval/s file", "eval/s sorted", "pad file", "pad sorted")
     print(" | ".join(header))

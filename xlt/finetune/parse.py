@@ -182,7 +182,7 @@ class BiaffineHead(TaskHead):
         head = scores.head_rel.gather(1, index).float()
         dep = scores.dep_rel[:, 1:].float()
         # dep^T U_r head over nn.Bilinear's parameters (and so its checkpoints), as one einsum: its own
-        # forward (torch's _trilinear) took half of a parsing step's CPU time, eight times the einsum's
+        # forward (torch's _trilinear) took half of a parsing step's CPU time, seven times the einsum's
         # (docs/notes/2026-12-01-parser-relation-scores.md). Outside autocast, which would run the einsum
         # in bf16 where nn.Bilinear ran in fp32.
         with torch.autocast(dep.device.type, enabled=False):
