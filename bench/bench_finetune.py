@@ -36,6 +36,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from xlt.cli.finetune import _task_value as task_value  # noqa: E402  (--task-option read as xlt finetune reads it)
 from xlt.finetune.config import RunSettings, default_path  # noqa: E402
 from xlt.finetune.ordering import evaluation_order, example_sizes, ordered_batches, padding_fraction  # noqa: E402
 from xlt.finetune.registry import TASKS, get_task  # noqa: E402
@@ -64,7 +65,7 @@ def whitespace_vocabulary(path: str, lines: int, size: int) -> Vocabulary:
 
 
 def measure(task_name: str, args: argparse.Namespace, root: str) -> dict:
-    task = get_task(task_name, **{key: json.loads(value) for key, value in args.task_option})
+    task = get_task(task_name, **{key: task_value(value) for key, value in args.task_option})
     max_len = args.max_len or TASKS[task_name].recipe.max_len
     train_path = default_path(task_name, args.data_dir, "en", "train")
     train = task.read(train_path)[:args.examples]
@@ -125,7 +126,7 @@ def main() -> None:
     ap.add_argument("--max-len", type=int, default=None, help="default: the task's (xnli/parse 256, ner 128)")
     ap.add_argument("--vocab-size", type=int, default=50000)
     ap.add_argument("--task-option", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
-                    help="as xlt finetune's (a JSON value), for every task measured: name one task with it")
+                    help="as xlt finetune's (JSON when it parses, else a string), for every task measured: name one task with it")
     ap.add_argument("--data-dir", default="data")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=None)
