@@ -208,3 +208,20 @@ def test_an_undecided_link_between_two_rows_at_the_floor_is_left_out_of_more_sep
     assert more.verdict == HOLDS and "left out: ner sep-emb vs" not in more.detail
     more = verdict("reversed", {**base, "sep-emb+l1-3": 4.5}, spread=0.5)
     assert more.verdict == FAILS and "sep-emb 2.5 <= sep-emb+l1-3 4.5 > sep-emb+l1-6 3.0" in more.detail
+
+
+def test_seeds_that_agree_exactly_at_the_floor_are_no_exact_number(tmp_path):
+    # two rows at 0.0 F1 on every seed: an sd of 0 because F1 cannot go lower, not because the rows
+    # have no noise; the link between them is a tie at the floor, left out as for any spread
+    write_separated_ner(tmp_path, {"default": 25.0, "control": 5.0, "sep-l1-3": 12.0, "sep-l1-6": 3.0,
+                                   "sep-emb": 8.0})
+    for row in ("sep-emb+l1-3", "sep-emb+l1-6"):
+        write_cell(tmp_path, row, "ner", [0.0, 0.0, 0.0], lang="fake", en=70.0)
+    more = finding(table1.build(str(tmp_path), ["fake"]), "Fake-English: More separation hurts more")
+    assert more.verdict == HOLDS
+    assert "left out: ner sep-emb+l1-3 vs sep-emb+l1-6 (both under 5 over the best trivial baseline: +0.0, +0.0)" in more.detail
+    # the rule itself: SE 0 from seeds decides a margin off the threshold and leaves one on it undecided;
+    # numbers without noise (the paper's) are compared as they are
+    assert judge(Estimate(0.5, 0.0)) is True and judge(Estimate(-0.5, 0.0)) is False
+    assert judge(Estimate(0.0, 0.0)) is None and judge(Estimate(0.0, 0.0), strict=False) is None
+    assert judge(Estimate(0.0, exact=True), strict=False) is True and judge(Estimate(0.0, exact=True)) is False

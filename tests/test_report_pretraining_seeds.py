@@ -125,6 +125,25 @@ def test_a_row_with_one_model_counts_the_pooled_variance_whole_and_a_row_spread_
                                              if t == task)] == ["ner"]
 
 
+def test_counting_other_rows_pretraining_seeds_never_lowers_a_one_model_cells_noise(tmp_path):
+    write_model(tmp_path, "default", "ner", [20.0, 21.0, 19.0], "fake", 0)
+    write_model(tmp_path, "default", "ner", [22.0, 23.0, 21.0], "fake", 1)   # pooled sd 1.4
+    write_model(tmp_path, "sep-l1-3", "ner", [0.0, 10.0, 20.0], "fake", 0)   # one model, seeds 10 apart
+    write_model(tmp_path, "sep-l1-6", "ner", [5.0], "fake", 0)               # one model, one seed
+    rows = [Row(key, key) for key in ("default", "sep-l1-3", "sep-l1-6")]
+    values, readings, _, _ = collect(str(tmp_path), rows, ["fake"])
+    pooled = noise_of(readings, SINGLE_SEED_SD)
+    alone = noise_of({c: r for c, r in readings.items() if c[0] != "default"}, SINGLE_SEED_SD)
+    for row in ("sep-l1-3", "sep-l1-6"):
+        cell = (row, "ner", "fake")
+        assert pooled.variance(cell)[0] >= alone.variance(cell)[0] > 0
+    # the textbook values: the mean of three seeds sd 10 (100 / 3), the one-seed floor squared
+    assert pooled.variance(("sep-l1-3", "ner", "fake"))[0] == pytest.approx(100.0 / 3)
+    assert pooled.variance(("sep-l1-6", "ner", "fake"))[0] == pytest.approx(SINGLE_SEED_SD["ner"] ** 2)
+    # two models: the pooled variance over the two
+    assert pooled.variance(("default", "ner", "fake"))[0] == pytest.approx(pooled_sd([[20.0, 22.0]]) ** 2 / 2)
+
+
 def test_a_task_only_seed_zero_was_fine_tuned_on_is_read_from_seed_zero_alone(tmp_path):
     write_cell(tmp_path, "default", "ner", [20.0, 21.0, 19.0], lang="fake")
     write_cell(tmp_path, "default", "parse", [10.0, 11.0, 9.0], lang="fake")

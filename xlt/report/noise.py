@@ -31,7 +31,9 @@ seeds), and its variance is ``s² / k`` for its k models, where ``s²`` is the v
 score pooled over the rows that have several (one-way ANOVA's within-group mean square), or the
 row's own variance over its models where that is larger: rows do not vary alike (one near zero F1
 cannot spread as far as Default), and one row's two seeds are a 1-degree-of-freedom guess, so the
-larger of the two is taken. A row with one model counts the pooled variance whole. ``s²`` holds the
+larger of the two is taken. A row with one model counts the pooled variance whole, or its own
+fine-tuning noise where that is larger (one model's seeds spread 10 F1 apart are noisier than the
+pool of others' models can say). ``s²`` holds the
 fine-tuning spread too, as each model's score carries it.
 """
 
@@ -163,9 +165,11 @@ def add(*parts: Terms) -> Terms:
 
 def judge(est: Estimate, threshold: float = 0.0, strict: bool = True) -> Optional[bool]:
     """Whether ``est`` is above ``threshold`` (``strict``: above, else at least) by more than 2 SE
-    (True), below it by more (False), or within the noise (None). Exact numbers (or SE 0): as they are."""
+    (True), below it by more (False), or within the noise (None). Exact numbers: as they are. An SE
+    of 0 from seeds is no exact number (three seeds at 0.0 F1 agree because F1 cannot go lower), so
+    the rule stands: a margin of 0 is within it."""
     margin = est.value - threshold
-    if est.exact or est.se == 0.0:
+    if est.exact:
         return margin > 0 if strict else margin >= 0
     if est.se is None:
         return None

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import glob
+import math
 import os
 import re
 import statistics
@@ -230,7 +231,8 @@ def noise_of(readings: dict, single_seed_sd: dict[str, float], pools: Optional[d
     """The seed spreads of a table's cells, as :mod:`xlt.report.noise` reads them: a task and pair with
     rows of several pretraining seeds gives every pretrained cell of it their pooled sd, or the cell's
     own spread over its models where that is larger (rows do not vary alike: one near zero F1 cannot
-    spread as far as Default, and pooling its small spread must not shrink Default's). ``pools``:
+    spread as far as Default, and pooling its small spread must not shrink Default's); a row with one
+    model keeps its own fine-tuning noise where that is larger. ``pools``:
     languages whose cells are pooled with another's (lang -> that language), e.g. a pair with one
     pretrained row, whose own spread is one row's guess."""
     spreads = {cell: s for cell, reading in readings.items() if (s := spread(reading)) is not None}
@@ -242,8 +244,12 @@ def noise_of(readings: dict, single_seed_sd: dict[str, float], pools: Optional[d
         if pooled is None:
             continue
         for cell in cells:
-            own = spreads[cell].sd if spreads[cell].models > 1 else None
-            spreads[cell] = replace(spreads[cell], pretraining_sd=max(pooled, own or 0.0))
+            s = spreads[cell]
+            # over several models their own sd; one model keeps its fine-tuning noise (sd of its mean,
+            # or the one-seed floor): counting other rows' pretraining seeds never lowers a cell's noise
+            own = s.sd if s.models > 1 else (s.sd / math.sqrt(s.n) if s.sd is not None and s.n >= 2
+                                              else single_seed_sd.get(task))
+            spreads[cell] = replace(s, pretraining_sd=max(pooled, own or 0.0))
     return Noise(spreads, dict(single_seed_sd))
 
 
