@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -188,3 +189,65 @@ def test_finetune_removes_what_a_killed_process_left_of_its_output_files(tmp_pat
     leave_temporaries([p for p in written_files(out) if p.parent == out])  # the runs' own: test_finetune_runner
     assert run_in_process(capsys, *args).returncode == 0
     assert tmp_names(out) == []
+
+
+def test_an_output_that_is_a_pipe_or_a_device_is_written_in_place_not_replaced(tmp_path):
+    # renaming a temporary over `-o /dev/null` would replace the node itself (as root: for everyone)
+    (tmp_path / "in.txt").write_text("Hello, world.\n")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE)
+    res = run_xlt("-q", "tokenize", "--lang", "en", tmp_path / "in.txt", "-o", fifo)
+    assert res.returncode == 0, res.stderr
+    assert reader.communicate(timeout=60)[0] == b"Hello , world .\n"
+    assert fifo.is_fifo() and tmp_names(tmp_path) == []
+    # (not tried on /dev/full itself: a regression would replace the machine's device, run as root)
+
+
+@pytest.mark.parametrize("args", [["tokenize", "--lang", "en", "IN"], ["bpe", "learn", "--merges", "5", "IN"],
+                                  ["--help"], ["tokenize", "--help"]])
+def test_a_stdout_that_refuses_output_is_one_line(args, tmp_path):
+    (tmp_path / "in.txt").write_text("Hello, world.\n" * 50)
+    command = [str(tmp_path / "in.txt") if a == "IN" else a for a in args]
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "xlt", "-q", *command], stdout=full, stderr=subprocess.PIPE,
+                              text=True)
+    lines = proc.stderr.splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert lines[0].endswith("error: <stdout>: cannot write (No space left on device)"), lines[0]
+
+
+def test_sigterm_leaves_no_temporary_behind(tmp_path):
+    (tmp_path / "in.txt").write_text("Hello, world. This is one of many lines.\n" * 200_000)
+    out = tmp_path / "out.tok"
+    proc = subprocess.Popen([sys.executable, "-m", "xlt", "tokenize", "--lang", "en", str(tmp_path / "in.txt"),
+                             "-o", str(out)], stderr=subprocess.PIPE, text=True)
+    while not tmp_names(tmp_path):   # the temporary exists: the write has begun
+        assert proc.poll() is None, proc.stderr.read()
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    stderr = proc.communicate(timeout=60)[1]
+    assert proc.returncode == 143 and stderr.splitlines()[-1] == "xlt tokenize: terminated", stderr
+    assert tmp_names(tmp_path) == [] and not out.exists()
+
+
+def test_outputs_of_several_files_are_written_all_or_none(tmp_path, capsys):
+    (tmp_path / "en.bpe").write_text("a b c\n")
+    (tmp_path / "vocab.langs.json").mkdir()   # the sidecar cannot be written: the vocabulary is not either
+    res = run_in_process(capsys, "-q", "bpe", "vocab", "--lang", "en", "-o", tmp_path / "vocab", tmp_path / "en.bpe")
+    assert_one_line_error(res, "vocab.langs.json: is a directory")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["en.bpe", "vocab.langs.json"]
+    (tmp_path / "results").mkdir()
+    (tmp_path / "report" / "table1.tex").mkdir(parents=True)   # the third of the table's four files
+    res = run_in_process(capsys, "-q", "report", "table1", "--results-dir", tmp_path / "results", "-o", tmp_path / "report")
+    assert_one_line_error(res, "table1.tex: is a directory")
+    assert [p.name for p in (tmp_path / "report").iterdir()] == ["table1.tex"]
+
+
+@pytest.mark.parametrize("args", [["bpe", "vocab", "--lang", "xx", "-o", "OUT", "IN"],
+                                  ["baselines", "ner", "--train", "xx", "IN", "--eval", "en", "IN", "-o", "OUT"]])
+def test_an_unknown_language_is_one_line_and_writes_nothing(args, tmp_path, capsys):
+    (tmp_path / "in").write_text("a O\nb B-PER\n\n")
+    command = [{"IN": tmp_path / "in", "OUT": tmp_path / "out"}.get(a, a) for a in args]
+    assert_one_line_error(run_in_process(capsys, "-q", *command), "unknown language 'xx'")
+    assert not (tmp_path / "out").exists()

@@ -9,16 +9,20 @@ stderr with exit status 2.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import importlib
+import os
+import signal
 import sys
+import threading
 from typing import Optional
 
 import click
 
 from xlt import __version__
 from xlt.utils import log
-from xlt.utils.errors import EXIT_USAGE, XltError
+from xlt.utils.errors import EXIT_TERMINATED, EXIT_USAGE, XltError
 
 # name -> "module:attribute", imported only when the subcommand runs (fast --help and start-up).
 SUBCOMMANDS = {
@@ -181,11 +185,51 @@ def fail(message: str, status: int = EXIT_USAGE) -> None:
     sys.exit(status)
 
 
+class _SigTerm(BaseException):
+    """SIGTERM, raised where the program stands, so that every output being written removes its
+    temporary file on the way out (the default action kills the process and leaves them). Pretraining
+    installs its own handler while it trains: it stops at a step boundary after a checkpoint."""
+
+
+def _on_sigterm(signum, frame) -> None:
+    raise _SigTerm()
+
+
+def _stdout_refused(error: OSError) -> bool:
+    """Whether ``error`` is stdout refusing output (`> /dev/full`, a full disk): the innermost frame
+    was writing to it, or it still cannot take what it holds. stdout is then pointed at /dev/null,
+    so that Python's own flush at exit reports nothing more."""
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    streams = {id(sys.stdout), id(getattr(sys.stdout, "buffer", None))}
+    writing = tb is not None and any(id(value) in streams for value in tb.tb_frame.f_locals.values())
+    try:
+        sys.stdout.flush()
+    except OSError:
+        writing = True
+    if writing:
+        with contextlib.suppress(OSError, ValueError):   # a stream without a descriptor (a test's capture)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return writing
+
+
 def main(argv: Optional[list[str]] = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
+    if threading.current_thread() is not threading.main_thread():   # signals reach the main thread only
+        return _run(argv)
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        _run(argv)
+    finally:
+        signal.signal(signal.SIGTERM, previous)   # a caller in-process (tests) keeps its own handler
+
+
+def _run(argv: list[str]) -> None:
     _state["debug"] = "--debug" in argv
     try:
         cli.main(args=argv, prog_name="xlt", standalone_mode=False)
+        sys.stdout.flush()   # a refusal (`> /dev/full`) is reported here, not by Python at exit
     except click.exceptions.Abort:
         click.echo(f"{_state['command']}: interrupted", err=True)
         sys.exit(130)
@@ -213,6 +257,13 @@ def main(argv: Optional[list[str]] = None) -> None:
     except KeyboardInterrupt:
         click.echo(f"{_state['command']}: interrupted", err=True)
         sys.exit(130)
+    except _SigTerm:
+        click.echo(f"{_state['command']}: terminated", err=True)
+        sys.exit(EXIT_TERMINATED)
+    except OSError as e:
+        if _state["debug"] or not _stdout_refused(e):
+            raise
+        fail(f"<stdout>: cannot write ({e.strerror or e})")
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from seqeval.metrics.sequence_labeling import get_entities
 
 from xlt.finetune.registry import get_task
 from xlt.finetune.task import Task
+from xlt.text.tokenize import check_language
 from xlt.utils.errors import XltError
 from xlt.utils.textio import check_output_paths, file_sha256, write_json
 
@@ -226,6 +227,8 @@ def baselines_file(task_name: str, train: tuple[str, str], evals: Sequence[tuple
                    settings: Optional[dict[str, Any]] = None) -> BaselineScores:
     """:func:`compute_baselines`, written atomically to ``output`` (checked first: no work for a bad path)."""
     check_output_paths(output)
+    for lang in [train[0]] + [lang for lang, _ in evals]:
+        check_language(lang)
     result = compute_baselines(task_name, train, evals, settings)
     write_json(output, result.to_json())
     return result

@@ -51,7 +51,7 @@ from torch import Tensor
 
 from xlt.model.encoder import LayerHook
 from xlt.utils.errors import XltError, require_file
-from xlt.utils.textio import atomic_path, file_sha256, make_directory, read_json, write_json
+from xlt.utils.textio import atomic_path, check_output_paths, file_sha256, make_directory, read_json, write_json
 
 MAP_FORMAT = "xlt-layer-map/1"
 MAP_HEADER = "map.json"
@@ -76,10 +76,12 @@ def write_maps(output_dir: str, maps: Sequence[np.ndarray], header: dict) -> Non
     """
     make_directory(output_dir)
     stale = os.path.join(output_dir, MAP_HEADER)
+    arrays = [os.path.join(output_dir, f"W_layer{layer}.npy") for layer in header["layers"]]
+    check_output_paths(*arrays, stale)   # all or none: a directory in the way stops it before the first
     if os.path.exists(stale):
         os.unlink(stale)  # a half-rewritten directory must not look complete
-    for layer, W in zip(header["layers"], maps):
-        with atomic_path(os.path.join(output_dir, f"W_layer{layer}.npy")) as tmp:
+    for path, W in zip(arrays, maps):
+        with atomic_path(path) as tmp:
             with open(tmp, "wb") as f:
                 np.save(f, np.asarray(W, dtype=np.float32))
     write_json(os.path.join(output_dir, MAP_HEADER), header)

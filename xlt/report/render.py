@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Optional
 
 from xlt.report.findings import Finding
-from xlt.utils.textio import atomic_output, make_directory, write_json
+from xlt.utils.textio import atomic_output, check_output_paths, make_directory, write_json
 
 REPORT_FORMAT = "xlt-report/1"
 
@@ -212,6 +212,7 @@ def write_report(table: ReportTable, output_dir: str) -> dict[str, str]:
     make_directory(output_dir)
     base = os.path.join(output_dir, table.name)
     paths = {"markdown": base + ".md", "csv": base + ".csv", "latex": base + ".tex", "json": base + ".json"}
+    check_output_paths(*paths.values(), base + ".png")   # all or none (the figure, where one is drawn, comes next)
     for kind, render in (("markdown", markdown), ("csv", csv_text), ("latex", latex)):
         with atomic_output(paths[kind]) as f:
             f.write(render(table))

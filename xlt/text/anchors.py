@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from typing import Optional, Sequence
 
+from xlt.text.tokenize import check_language
 from xlt.text.vocab import Vocabulary
 from xlt.utils import log
 from xlt.utils.errors import PathLike, XltError
@@ -39,6 +40,8 @@ def union_vocabulary(per_language: Sequence[tuple[str, PathLike]], output: PathL
         raise XltError("no vocabulary given (use --vocab LANG FILE, once per language)")
     if os.fspath(output) == "-":
         raise XltError("the union needs -o FILE (its ownership sidecar goes beside it)")
+    for lang, _ in per_language:
+        check_language(lang)
     union = Vocabulary.union(_load_language_vocabularies(per_language), prefix_lang)
     union.save(output)
     return union

@@ -33,6 +33,7 @@ from typing import BinaryIO, Iterator, Optional, Sequence
 from xlt.text.bpe_apply import PythonApplier
 from xlt.text.bpe_learn import count_words, learn_merges, sorted_vocabulary, vocabulary_lines
 from xlt.text.fastbpe import check_inputs, copy_to, corpus_feed, find_fast_tool, run_fast, text_blocks
+from xlt.text.tokenize import check_language
 from xlt.text.vocab import SIDECAR_SUFFIX, Vocabulary
 from xlt.utils import log
 from xlt.utils.errors import PathLike, XltError, require_file
@@ -107,6 +108,8 @@ def build_vocabulary(inputs: Sequence[PathLike], output: Optional[PathLike] = No
         return
     if len(languages) != len(inputs):
         raise XltError(f"{len(languages)} --lang for {len(inputs)} inputs; give one language per input, in order")
+    for lang in languages:
+        check_language(lang)
     if output is None or os.fspath(output) == "-":
         raise XltError("a vocabulary with languages needs -o FILE (its ownership sidecar goes beside it)")
     order = list(dict.fromkeys(languages))

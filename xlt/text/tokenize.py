@@ -61,6 +61,13 @@ def supported_languages() -> tuple[str, ...]:
     return tuple(sorted(set(NonbreakingPrefixes().available_langs.values()) | JIEBA_LANGUAGES | FAKE_LANGUAGES))
 
 
+def check_language(lang: str) -> None:
+    """A one-line error unless ``lang`` is a code xlt tokenizes (every later stage takes the same codes)."""
+    accepted = supported_languages()
+    if lang not in accepted:
+        raise XltError(f"unknown language {lang!r} (accepted: {' '.join(accepted)})")
+
+
 @dataclass(frozen=True)
 class TokenizerConfig:
     """How one language's text is tokenized (a run directory records these fields per language in text.json,
@@ -72,9 +79,7 @@ class TokenizerConfig:
         "help": "After tokenization: NFD, then drop combining marks (Unicode category Mn), as XLM does."})
 
     def __post_init__(self) -> None:
-        accepted = supported_languages()
-        if self.lang not in accepted:
-            raise XltError(f"unknown language {self.lang!r} (accepted: {' '.join(accepted)})")
+        check_language(self.lang)
 
     @property
     def backend(self) -> str:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Optional, Sequence
 
 from xlt.utils.errors import PathLike, XltError, require_file
-from xlt.utils.textio import atomic_output, file_sha256, read_json, read_lines, write_json
+from xlt.utils.textio import atomic_output, check_output_paths, file_sha256, read_json, read_lines, write_json
 
 BOS, EOS, PAD, UNK, MASK = "<s>", "</s>", "<pad>", "<unk>", "<mask>"
 SPECIALS = (BOS, EOS, PAD, UNK, MASK)
@@ -131,6 +131,8 @@ class Vocabulary:
     def save(self, path: PathLike) -> None:
         """Write the fastBPE file (atomically) and, if ownership is known, its sidecar."""
         text = self.file_text()
+        if self.languages:
+            check_output_paths(path, os.fspath(path) + SIDECAR_SUFFIX)   # both or neither
         with atomic_output(path) as f:
             f.write(text)
         self.sha256 = hashlib.sha256(text.encode("utf-8")).hexdigest()

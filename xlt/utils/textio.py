@@ -22,6 +22,7 @@ import gzip
 import hashlib
 import lzma
 import os
+import stat
 import sys
 import tempfile
 from typing import Any, BinaryIO, Iterator, Optional, TextIO
@@ -164,6 +165,15 @@ def make_directory(path: PathLike) -> str:
     return path
 
 
+def _special_file(path: str) -> bool:
+    """Whether ``path`` exists and is neither a regular file nor a directory (a device, a FIFO)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
 @contextlib.contextmanager
 def atomic_path(path: PathLike) -> Iterator[str]:
     """Yield a temporary path beside ``path``; rename it to ``path`` if the block succeeds.
@@ -173,6 +183,16 @@ def atomic_path(path: PathLike) -> Iterator[str]:
     a temporary that cannot be created, or a full disk, is :func:`cannot_write`'s error.
     """
     path = os.fspath(path)
+    if _special_file(path):
+        # a device or a pipe (`-o /dev/null`, a FIFO) has no content to keep: written in place, since
+        # renaming over it would replace the node itself (run as root: /dev/null for the whole system)
+        try:
+            yield path
+        except OSError as e:
+            if e.errno in DISK_FULL:
+                raise cannot_write(path, e) from None
+            raise
+        return
     directory = output_directory(path)
     try:
         fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=TEMPORARY_SUFFIX, dir=directory)
@@ -211,14 +231,20 @@ def atomic_output(path: Optional[PathLike], mode: str = "w", encoding: Optional[
     """
     if path is None or os.fspath(path) == "-":
         stream = sys.stdout.buffer if "b" in mode else sys.stdout
-        yield stream  # type: ignore[misc]
-        stream.flush()
+        try:
+            yield stream  # type: ignore[misc]
+            stream.flush()
+        except OSError as e:
+            if e.errno in DISK_FULL:   # `> /dev/full`; a broken pipe stays the CLI's
+                raise cannot_write("<stdout>", e) from None
+            raise
         return
     kwargs = {} if "b" in mode else {"encoding": encoding, "newline": "\n"}
     with atomic_path(path) as tmp, open(tmp, mode, **kwargs) as f:
         yield f
         f.flush()
-        os.fsync(f.fileno())
+        if stat.S_ISREG(os.fstat(f.fileno()).st_mode):   # a device or a pipe takes no fsync
+            os.fsync(f.fileno())
 
 
 def write_json(path: PathLike, obj: object) -> None:
