@@ -23,6 +23,7 @@ from typing import Sequence
 import numpy as np
 
 from xlt.analysis.fastalign import FastAlignSettings, Link, align_directions
+from xlt.text.conllu_lines import sentence_blocks, word_lines
 from xlt.utils.errors import PathLike, XltError, require_file
 from xlt.utils.textio import read_numbered_lines
 
@@ -73,15 +74,13 @@ def read_pos_lexicon(path: PathLike) -> dict[str, str]:
     """
     path = require_file(path, "CoNLL-U file")
     counts: dict[str, Counter] = defaultdict(Counter)
-    for number, line in read_numbered_lines(path):
-        if not line.strip() or line.startswith("#"):
-            continue
-        fields = line.split("\t")
-        if len(fields) != 10:
-            raise XltError(f"expected 10 tab-separated CoNLL-U columns, got {len(fields)}", path, number)
-        if not fields[0].isdigit():
-            continue
-        counts[fields[1].lower()][fields[3]] += 1
+    for block, _ in sentence_blocks(read_numbered_lines(path)):
+        try:
+            words = word_lines(block)
+        except XltError as error:
+            raise XltError(error.message, path, error.line) from None
+        for _, fields in words:
+            counts[fields[1].lower()][fields[3]] += 1
     if not counts:
         raise XltError("no word lines (not a CoNLL-U file?)", path)
     return {form: min(tags.items(), key=lambda tc: (-tc[1], tc[0]))[0] for form, tags in counts.items()}

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from typing import Callable, Iterable, Iterator
 
+from xlt.text.conllu_lines import sentence_blocks, word_lines
 from xlt.utils.errors import PathLike, XltError
 from xlt.utils.textio import atomic_output, read_numbered_lines
 
@@ -101,13 +102,27 @@ FORMATS: dict[str, Callable[[str], str]] = {
 }
 
 
+def _checked_conllu(numbered: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str]]:
+    """The lines of a CoNLL-U file, each sentence's word lines checked before it passes."""
+    for block, blank in sentence_blocks(numbered):
+        word_lines(block)
+        yield from block
+        if blank is not None:
+            yield blank
+
+
 def fake_lines(numbered: Iterable[tuple[int, str]], fmt: str, path: PathLike) -> Iterator[str]:
     convert = FORMATS[fmt]
-    for lineno, line in numbered:
-        try:
-            yield convert(line)
-        except XltError as error:
-            raise XltError(error.message, path, lineno) from None
+    try:
+        for lineno, line in _checked_conllu(numbered) if fmt == "conllu" else numbered:
+            try:
+                yield convert(line)
+            except XltError as error:
+                raise XltError(error.message, path, lineno) from None
+    except XltError as error:
+        if error.path is None:
+            raise XltError(error.message, path, error.line) from None
+        raise
 
 
 def fake_file(input_path: PathLike, output_path: PathLike, fmt: str = "text") -> int:

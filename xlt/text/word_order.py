@@ -38,6 +38,7 @@ import random
 import re
 from typing import Iterable, Iterator, Optional, Sequence
 
+from xlt.text.conllu_lines import Numbered, sentence_blocks, word_lines
 from xlt.text.fake import FAKE, to_english
 from xlt.text.tokenize import Tokenizer
 from xlt.utils.errors import PathLike, XltError
@@ -48,7 +49,6 @@ _CLOSING = re.compile(r"""^["')\]]+$""")
 _SENTENCE_START = re.compile(r"""^(["'(\[]+$|["'(\[]?[A-Z0-9])""")
 _CLITIC = re.compile(r"^'[A-Za-z]")
 _WORD_END = re.compile(r"[A-Za-z0-9]$")
-Numbered = tuple[int, str]
 
 
 def shuffled(items: Sequence, seed: int, key: str) -> list:
@@ -131,19 +131,6 @@ def _xnli(numbered: Iterable[Numbered], seed: int) -> Iterator[Numbered]:
         yield lineno, "\t".join([*permuted, *columns[2:]])
 
 
-def _blocks(numbered: Iterable[Numbered]) -> Iterator[tuple[list[Numbered], Optional[Numbered]]]:
-    """(a sentence's non-blank lines, the blank line that ends it or None at the end of the file)."""
-    block: list[Numbered] = []
-    for lineno, line in numbered:
-        if line.strip():
-            block.append((lineno, line))
-            continue
-        yield block, (lineno, line)
-        block = []
-    if block:
-        yield block, None
-
-
 def _entity_units(block: list[Numbered]) -> list[list[Numbered]]:
     """A tagged sentence -> units: an entity's tokens (B-X, then I-X) together, any other token alone;
     an entity's first token tagged I-X (IOB1) is written B-X."""
@@ -165,7 +152,7 @@ def _entity_units(block: list[Numbered]) -> list[list[Numbered]]:
 
 
 def _wikiann(numbered: Iterable[Numbered], seed: int) -> Iterator[Numbered]:
-    for block, blank in _blocks(numbered):
+    for block, blank in sentence_blocks(numbered):
         units = _entity_units(block)
         yield from (item for unit in shuffled(units, seed, "\n".join(line for _, line in block)) for item in unit)
         if blank is not None:
@@ -173,32 +160,20 @@ def _wikiann(numbered: Iterable[Numbered], seed: int) -> Iterator[Numbered]:
 
 
 def _conllu_sentence(block: list[Numbered], seed: int) -> list[Numbered]:
-    words: list[tuple[int, list[str]]] = []
-    for lineno, line in block:
-        if line.startswith("#"):
-            continue
-        columns = line.split("\t")
-        if len(columns) != 10:
-            raise XltError(f"expected 10 tab-separated CoNLL-U columns, got {len(columns)}", line=lineno)
-        if columns[0].isdigit():
-            words.append((lineno, columns))
-        # ranges (1-2) and empty nodes (3.1) are dropped: their words are no longer where they were
+    # ranges (1-2) and empty nodes (3.1) are dropped: their words are no longer where they were
+    words = word_lines(block)
     order = shuffled(words, seed, " ".join(columns[1] for _, columns in words))
     new_id = {int(columns[0]): i for i, (_, columns) in enumerate(order, start=1)}
     out = [(n, "# text = " + " ".join(c[1] for _, c in order) if line.startswith("# text = ") else line)
            for n, line in block if line.startswith("#")]
     for lineno, columns in order:
-        head = columns[6]
-        if head != "_":
-            if not head.isdigit() or (int(head) != 0 and int(head) not in new_id):
-                raise XltError(f"HEAD {head!r} names no word of the sentence", line=lineno)
-            head = str(new_id.get(int(head), 0))
+        head = columns[6] if columns[6] == "_" else str(new_id.get(int(columns[6]), 0))
         out.append((lineno, "\t".join([str(new_id[int(columns[0])]), *columns[1:6], head, columns[7], "_", "_"])))
     return out
 
 
 def _conllu(numbered: Iterable[Numbered], seed: int) -> Iterator[Numbered]:
-    for block, blank in _blocks(numbered):
+    for block, blank in sentence_blocks(numbered):
         yield from _conllu_sentence(block, seed)
         if blank is not None:
             yield blank

@@ -1,0 +1,60 @@
+"""CoNLL-U read as numbered lines, for the tools that rewrite or count its words without building
+trees (``xlt fake-english``, ``xlt permute-words``, ``xlt align --pos-from``).
+
+They keep every line they do not change, so they read lines rather than parsed sentences; what they
+share is the check of each sentence's word lines, so that a malformed file is the one error line
+naming its line, as ``xlt finetune parse`` reports it, instead of a file rewritten around the fault.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Iterator, Optional
+
+from conllu.parser import DEFAULT_FIELD_PARSERS, ParseException
+
+from xlt.utils.errors import XltError
+
+Numbered = tuple[int, str]
+COLUMNS = 10
+
+
+def sentence_blocks(numbered: Iterable[Numbered]) -> Iterator[tuple[list[Numbered], Optional[Numbered]]]:
+    """(a sentence's non-blank lines, the blank line that ends it or None at the end of the file)."""
+    block: list[Numbered] = []
+    for lineno, line in numbered:
+        if line.strip():
+            block.append((lineno, line))
+            continue
+        yield block, (lineno, line)
+        block = []
+    if block:
+        yield block, None
+
+
+def word_lines(block: list[Numbered]) -> list[tuple[int, list[str]]]:
+    """The word lines of one sentence as (line number, columns), checked: ten columns, IDs that are
+    word numbers 1, 2, ... in order (ranges ``1-2`` and empty nodes ``3.1`` are skipped), HEADs that
+    name a word of the sentence or 0 (``_``: no tree). An XltError names the line (the caller adds
+    the file)."""
+    words: list[tuple[int, list[str]]] = []
+    for lineno, line in block:
+        if line.startswith("#"):
+            continue
+        columns = line.split("\t")
+        if len(columns) != COLUMNS:
+            raise XltError(f"expected {COLUMNS} tab-separated CoNLL-U columns, got {len(columns)}", line=lineno)
+        try:
+            word_id = DEFAULT_FIELD_PARSERS["id"](columns, 0)
+        except ParseException:
+            raise XltError(f"ID {columns[0]!r} is not a word number (1, 2, ...), a range (1-2) or an empty "
+                           "node (3.1)", line=lineno) from None
+        if not isinstance(word_id, int):
+            continue
+        if word_id != len(words) + 1:
+            raise XltError(f"word id {word_id} out of order (expected {len(words) + 1})", line=lineno)
+        words.append((lineno, columns))
+    for lineno, columns in words:
+        head = columns[6]
+        if head != "_" and not (head.isdigit() and int(head) <= len(words)):
+            raise XltError(f"HEAD {head!r} names no word of the sentence (0..{len(words)})", line=lineno)
+    return words
