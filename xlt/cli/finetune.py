@@ -63,7 +63,8 @@ def _task_value(text: str) -> Any:
 @click.option("--shift", multiple=True, type=click.Path(), metavar="FILE", help=_help("shift"))
 @click.option("--shift-alpha", multiple=True, metavar="A[,A...]", help=_help("shift_alpha") + " [default: 1]")
 @click.option("--dry-run", is_flag=True, help="print the plan (model, task, data files, grid, test-time "
-              "transforms, outputs) once every input is checked, and run nothing")
+              "transforms, outputs) once every input file is found and every option accepted, and run "
+              "nothing (file contents are read when the run starts)")
 @dataclass_options(FinetuneConfig, skip=MANUAL, metavars={"data_dir": "DIR"})
 def finetune(task: str, config_file: str | None, targets, eval_, task_settings, map_dir, shift, dry_run: bool,
              **values) -> None:
