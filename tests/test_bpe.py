@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import lzma
 import os
@@ -245,6 +246,17 @@ def test_bad_inputs_give_one_line_and_no_output(tmp_path):
     assert_fails_cleanly(tmp_path, ["apply", "--codes", codes, "--vocab", vocab, "--vocab-threshold", 9, good],
                          "ok.vocab", "at least 9")
     assert_fails_cleanly(tmp_path, ["apply", "--codes", codes, "--vocab-threshold", 9, good], "needs --vocab")
+    # an archive cut short: the error names the line after the last one it still holds, as tokenize does
+    cut = tmp_path / "cut.txt.gz"
+    whole = gzip.compress("".join(f"line {i} low lower\n" for i in range(5000)).encode())
+    cut.write_bytes(whole[:len(whole) // 2])
+    held = 0
+    with gzip.open(cut, "rb") as f, contextlib.suppress(EOFError):
+        for _ in f:
+            held += 1
+    assert 0 < held < 5000
+    for command in (["learn", "-n", 5, cut], ["vocab", cut]):
+        assert_fails_cleanly(tmp_path, command, f"cut.txt.gz:{held + 1}: cannot read input")
 
 
 def test_apply_without_the_fast_tool_streams_the_same_bytes(sample, tmp_path, monkeypatch):

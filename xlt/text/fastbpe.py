@@ -121,10 +121,22 @@ def text_blocks(path: PathLike) -> Iterator[bytes]:
             if not data:
                 return
     except (EOFError, lzma.LZMAError, OSError) as e:
-        raise XltError(f"cannot read input ({e})", path, lines_before + 1) from None
+        # a block read fails as a whole: a file is read again, one line at a time, up to the damage
+        line = lines_before + 1 if path == "-" else _readable_lines(path) + 1
+        raise XltError(f"cannot read input ({e})", path, line) from None
     finally:
         if stream is not sys.stdin.buffer:
             stream.close()
+
+
+def _readable_lines(path: str) -> int:
+    """How many lines of a damaged file can be read before its damage."""
+    count = 0
+    with contextlib.suppress(EOFError, lzma.LZMAError, OSError):
+        with open_binary(path) as stream:
+            for _ in stream:
+                count += 1
+    return count
 
 
 def corpus_feed(paths: Sequence[str]) -> Iterator[bytes]:
