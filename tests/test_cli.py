@@ -1,6 +1,7 @@
 """The CLI skeleton: version, help with examples on every subcommand, the one error path."""
 
-from conftest import assert_one_line_error, run_xlt
+import pytest
+from conftest import assert_one_line_error, run_in_process, run_xlt
 
 from xlt.cli import cli
 
@@ -128,3 +129,10 @@ def test_a_group_without_its_command_shows_its_help_as_click_does():
         assert res.returncode == bare.exit_code, (group, res.returncode)
         assert (res.stdout, res.stderr) == ((help_text, "") if bare.stdout else ("", help_text)), group
         assert help_text.startswith(f"Usage: {' '.join(('xlt',) + group)} [OPTIONS] COMMAND")
+
+
+@pytest.mark.parametrize("command", ["liu-figures", "liu-pos"])
+def test_a_layer_that_is_no_layer_is_one_line(command, tmp_path, capsys):
+    res = run_in_process(capsys, "report", command, "--results-dir", tmp_path, "--layer", "foo", "-o", tmp_path / "out")
+    assert_one_line_error(res, "'foo' is none of last, best or a layer number")
+    assert not (tmp_path / "out").exists()

@@ -231,6 +231,12 @@ LAYER_HELP = ("BERT's layer: last, best (per file: an upper bound) or a number (
               "say which.")
 
 
+def _layer(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    if value in ("last", "best") or value.isdigit():
+        return value
+    raise click.BadParameter(f"{value!r} is none of last, best or a layer number (0 = embeddings)")
+
+
 def _sizes(text: str) -> list[int]:
     from xlt.utils.errors import XltError
 
@@ -249,7 +255,7 @@ def _sizes(text: str) -> list[int]:
                    "(make reproduce-liu-figures).")
 @click.option("--sizes", metavar="N,N", required=True, help="Data sizes (lines per language): the small, the big.")
 @click.option("--langs", metavar="LANG,...", default="fr,de,ru,zh", show_default=True, help=LANGS_HELP)
-@click.option("--layer", default="last", show_default=True, help=LAYER_HELP)
+@click.option("--layer", default="last", show_default=True, callback=_layer, help=LAYER_HELP)
 @_common
 def liu_figures(results_dir: str, sizes: str, langs: str, layer: str, paper_numbers, output_dir: str) -> None:
     """Liu et al. Figures 1-4: word retrieval MRR and XNLI zero-shot of BERT, BERT on 20-token windows,
@@ -269,7 +275,7 @@ def liu_figures(results_dir: str, sizes: str, langs: str, layer: str, paper_numb
 @click.option("--results-dir", required=True, type=click.Path(exists=True, file_okay=False), metavar="DIR",
               help="RESULTS_DIR/en-<lang>.json: `xlt align ... --pos-from` outputs (BERT at the big size).")
 @click.option("--langs", metavar="LANG,...", default="fr,de,ru,zh", show_default=True, help=LANGS_HELP)
-@click.option("--layer", default="last", show_default=True, help=LAYER_HELP)
+@click.option("--layer", default="last", show_default=True, callback=_layer, help=LAYER_HELP)
 @_common
 def liu_pos(results_dir: str, langs: str, layer: str, paper_numbers, output_dir: str) -> None:
     """Liu et al. Table 1: MRR by part of speech (closed, open, noun, verb, adverb, adjective) of the English
