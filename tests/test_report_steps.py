@@ -122,3 +122,11 @@ def test_one_language_and_a_known_row_or_one_error_line(tmp_path):
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
         "xlt report steps: error: --row 'sep-l1-4' is not a Table 1 row (one of: default, wiki-cc, default-anchors, "
         "no-anchors, extra-anchors, sep-emb, sep-emb+l1-3, sep-emb+l1-6, sep-l1-3, sep-l1-6, sep-l1)"]
+
+
+def test_a_curve_with_no_results_yet_is_drawn_without_a_warning(tmp_path):
+    (tmp_path / "curve").mkdir()
+    proc = run_xlt("report", "steps", "--results-dir", tmp_path / "curve", "--table1-dir", tmp_path / "curve",
+                   "-o", tmp_path / "out")
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert (tmp_path / "out" / "steps-fake.png").exists()

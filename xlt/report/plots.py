@@ -45,7 +45,7 @@ def per_layer(panels: Sequence[Panel], path: str, ylabel: str, title: str,
         ax.set_title(panel.title, fontsize=9)
         ax.set_xlabel(xlabel, fontsize=8)
         ax.grid(alpha=0.3)
-        if panel.series:
+        if ax.get_legend_handles_labels()[0]:   # a panel whose series are all gaps has nothing to name
             ax.legend(fontsize=6)
     axes[0][0].set_ylabel(ylabel, fontsize=8)
     fig.suptitle(title, fontsize=10)
