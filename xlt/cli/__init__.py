@@ -76,7 +76,7 @@ QUIET_HELP = "No logs or progress bars on stderr."
 # click >= 8.2 raises this usage error for a bare group; older click prints the help and exits 0 itself.
 NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
-_state = {"command": "xlt", "debug": False}
+_state = {"command": "xlt", "debug": False, "fork_hook": False}
 
 
 def _set_quiet(ctx: click.Context, param: click.Parameter, quiet: bool) -> None:
@@ -195,6 +195,12 @@ def _on_sigterm(signum, frame) -> None:
     raise _SigTerm()
 
 
+def _default_sigterm() -> None:
+    # in a forked worker (multiprocessing's pool, which its parent stops by SIGTERM; DataLoader's) the
+    # default action: it writes no output of its own, and must die at once, not unwind
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def _stdout_refused(error: OSError) -> bool:
     """Whether ``error`` is stdout refusing output (`> /dev/full`, a full disk): the innermost frame
     was writing to it, or it still cannot take what it holds. stdout is then pointed at /dev/null,
@@ -218,6 +224,9 @@ def main(argv: Optional[list[str]] = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if threading.current_thread() is not threading.main_thread():   # signals reach the main thread only
         return _run(argv)
+    if not _state["fork_hook"]:
+        os.register_at_fork(after_in_child=_default_sigterm)
+        _state["fork_hook"] = True
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         _run(argv)
