@@ -30,7 +30,7 @@ NOISE = (f"± = sample std over the n fine-tuning seeds of a cell (n > 1 only). 
          "its comparisons without a noise estimate (inconclusive). Where a task has rows pretrained with several "
          "seeds, a pretrained row's cell is the mean of its models (± over them) and its noise is one model's "
          "variance pooled over those rows (or the row's own over its models, where larger), divided by its "
-         "number of models: a row with one model counts it whole.")
+         "number of models: a row with one model counts it whole, or its own fine-tuning noise where larger.")
 
 
 def one_model_remark(noise: Noise) -> Optional[str]:
