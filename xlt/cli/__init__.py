@@ -196,7 +196,7 @@ def _on_sigterm(signum, frame) -> None:
 
 
 def _default_sigterm() -> None:
-    # in a forked worker (multiprocessing's pool, which its parent stops by SIGTERM; DataLoader's) the
+    # in a forked worker (tokenize's multiprocessing pool, which its parent stops by SIGTERM) the
     # default action: it writes no output of its own, and must die at once, not unwind
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
