@@ -113,16 +113,12 @@ def _checked_conllu(numbered: Iterable[tuple[int, str]]) -> Iterator[tuple[int, 
 
 def fake_lines(numbered: Iterable[tuple[int, str]], fmt: str, path: PathLike) -> Iterator[str]:
     convert = FORMATS[fmt]
+    lineno = None
     try:
         for lineno, line in _checked_conllu(numbered) if fmt == "conllu" else numbered:
-            try:
-                yield convert(line)
-            except XltError as error:
-                raise XltError(error.message, path, lineno) from None
-    except XltError as error:
-        if error.path is None:
-            raise XltError(error.message, path, error.line) from None
-        raise
+            yield convert(line)
+    except XltError as error:   # a sentence's check names its line; a line's conversion is the current one
+        raise XltError(error.message, path, error.line or lineno) from None
 
 
 def fake_file(input_path: PathLike, output_path: PathLike, fmt: str = "text") -> int:
