@@ -202,3 +202,35 @@ def test_the_table_says_which_rows_were_pretrained_without_language_embeddings(t
     point(tmp_path / "table1" / "default" / "en-fr-seed1", run_dir("default-seed1-with", True))
     [remark] = remarks()
     assert remark.endswith("Models of both kinds in: Default.")
+
+
+def test_a_control_over_several_models_divides_its_spread_by_the_models_not_the_seeds(tmp_path):
+    # the control never joins the pooled pretraining noise; its own spread is over its two models
+    write_model(tmp_path, "control", "ner", [4.0, 5.0, 3.0], "fake", 0)
+    write_model(tmp_path, "control", "ner", [8.0, 9.0, 7.0], "fake", 1)
+    _, readings, _, _ = collect(str(tmp_path), [Row("control", "No pretraining")], ["fake"])
+    variance, kind = noise_of(readings, SINGLE_SEED_SD).variance(("control", "ner", "fake"))
+    # textbook: the variance of a mean of two draws 4 and 8 (sample variance 8) is 8 / 2, not 8 / 6
+    assert variance == pytest.approx(statistics.variance([4.0, 8.0]) / 2) and kind == "pretraining"
+
+
+def test_a_results_file_that_does_not_say_how_many_seeds_ran_is_one_seed_not_an_exact_number(tmp_path):
+    for row, scores in (("default", [30.0]), ("control", [10.0])):
+        write_cell(tmp_path, row, "parse", scores, lang="fake")
+        path = tmp_path / row / "en-fake" / "parse" / "results.json"
+        data = json.loads(path.read_text())
+        for part in data["summary"].values():
+            for figure in (((part or {}).get("variants") or {}).get("plain") or {}).values() \
+                    if isinstance(part, dict) else ():
+                for split in figure.values():
+                    split.pop("n", None)
+                    split.pop("std", None)
+        path.write_text(json.dumps(data))
+    values, readings, _, _ = collect(str(tmp_path), [Row("default", "Default"), Row("control", "No pretraining")],
+                                     ["fake"])
+    assert readings["default", "parse", "fake"].extra["n_seeds"] is None   # the file really lacks it
+    noise = noise_of(readings, SINGLE_SEED_SD)
+    terms = {("default", "parse", "fake"): 1.0, ("control", "parse", "fake"): -1.0}
+    # parsing has no one-seed floor: no noise estimate, where the old reading compared 30 > 10 as exact
+    est = estimate(values, noise, terms)
+    assert est.value == pytest.approx(20.0) and est.se is None and not est.exact

@@ -84,6 +84,9 @@ class Noise:
             return 0.0, ""
         if spread.pretraining_sd is not None:
             return spread.pretraining_sd ** 2 / spread.models, "pretraining"
+        if spread.models > 1 and spread.sd is not None:
+            # a mean over models (the control's, never pooled): its sd is over the models, so is n
+            return spread.sd ** 2 / spread.models, "pretraining"
         if spread.n >= 2 and spread.sd is not None:
             return spread.sd ** 2 / spread.n, ""
         floor = self.single_seed_sd.get(cell[1])

@@ -217,14 +217,17 @@ def baseline_names(english_readings: dict) -> dict[str, list[str]]:
 
 def spread(reading: Reading) -> Optional[Spread]:
     """The seeds behind a fine-tuning cell (None: a baseline, or no score); over several models, the
-    sd of their scores."""
+    sd of their scores. A results file that does not say how many seeds ran is read as one seed's
+    (the one-seed floor, or no noise estimate), never as an exact number."""
     extra = reading.extra or {}
-    n = extra.get("n_seeds")
-    if reading.value is None or isinstance(n, bool) or not isinstance(n, int) or n < 1:
+    if reading.value is None or "n_seeds" not in extra:   # finetune's readings always carry the key
         return None
-    sd = extra.get("std")
-    return Spread(float(sd) if isinstance(sd, (int, float)) and not isinstance(sd, bool) else None, n,
-                  models=len(extra.get("models") or ()) or 1)
+    n, sd = extra["n_seeds"], extra.get("std")
+    models = len(extra.get("models") or ()) or 1
+    sd = float(sd) if isinstance(sd, (int, float)) and not isinstance(sd, bool) else None
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        n, sd = 1, sd if models > 1 else None   # over several models the sd is theirs, whatever n
+    return Spread(sd, n, models=models)
 
 
 def noise_of(readings: dict, single_seed_sd: dict[str, float], pools: Optional[dict[str, str]] = None) -> Noise:
