@@ -108,6 +108,13 @@ def test_bad_input_gives_one_line_with_the_file_and_line(tmp_path):
     out = tmp_path / "out.tsv"
     assert_one_line_error(run_xlt("fake-english", "--format", "xnli", bad, "-o", out), f"{bad}:2:")
     assert not out.exists()
+    # what fine-tuning would refuse, the filter refuses: a label it does not know, a fourth column
+    for line, what in (("A man sleeps.\tSomeone rests.\tbogus", "unknown label 'bogus'"),
+                       ("A man sleeps.\tSomeone rests.\tneutral\textra", "expected premise<TAB>hypothesis<TAB>label, got 4")):
+        bad.write_text(f"A man sleeps.\tSomeone rests.\tentailment\n{line}\n")
+        assert_one_line_error(run_xlt("fake-english", "--format", "xnli", bad, "-o", out), f"{bad}:2: {what}")
+        assert_one_line_error(run_xlt("permute-words", "--format", "xnli", bad, "-o", out), f"{bad}:2: {what}")
+        assert not out.exists()
     beyond = tmp_path / "beyond.txt"
     beyond.write_text("ok\nemoji \U0001F600\n")
     assert_one_line_error(run_xlt("fake-english", beyond, "-o", out), f"{beyond}:2:")

@@ -26,11 +26,11 @@ from xlt.finetune.metrics import accuracy
 from xlt.finetune.predictions import write_labels
 from xlt.finetune.task import Batch, DataLayout, LinearHead, Task, TaskHead, TaskRecipe
 from xlt.model.bilstm import PairMaxHead
+from xlt.text.nli_lines import NLI_LABELS, nli_columns
 from xlt.text.pipeline import TextPipeline
 from xlt.utils.errors import XltError
 from xlt.utils.textio import read_numbered_lines
 
-NLI_LABELS = ("entailment", "neutral", "contradiction")
 
 
 @dataclass(eq=False)   # identity hashing: examples are keys of the encoding memo
@@ -135,14 +135,10 @@ class XNLITask(Task):
     def read(self, path: str) -> list[NLIPair]:
         pairs = []
         for lineno, line in read_numbered_lines(path):
-            columns = line.split("\t")
-            if len(columns) != 3:
-                raise XltError(f"expected premise<TAB>hypothesis<TAB>label, got {len(columns)} column(s)", path, lineno)
-            premise, hypothesis, label = columns
-            if label not in NLI_LABELS:
-                raise XltError(f"unknown label {label!r}; expected one of {', '.join(NLI_LABELS)}", path, lineno)
-            if not premise.strip() or not hypothesis.strip():
-                raise XltError("empty premise or hypothesis", path, lineno)
+            try:
+                premise, hypothesis, label = nli_columns(line)
+            except XltError as error:
+                raise XltError(error.message, path, lineno) from None
             pairs.append(NLIPair(premise, hypothesis, label, path, lineno))
         if not pairs:
             raise XltError("no examples in this split", path)

@@ -22,6 +22,7 @@ import re
 from typing import Callable, Iterable, Iterator
 
 from xlt.text.conllu_lines import sentence_blocks, word_lines
+from xlt.text.nli_lines import nli_columns
 from xlt.utils.errors import PathLike, XltError
 from xlt.utils.textio import atomic_output, read_numbered_lines
 
@@ -58,10 +59,8 @@ def _text_line(line: str) -> str:
 
 def _xnli_line(line: str) -> str:
     """premise<TAB>hypothesis<TAB>label: the two sentences mapped, the label kept."""
-    columns = line.split("\t")
-    if len(columns) < 3:
-        raise XltError("expected premise<TAB>hypothesis<TAB>label")
-    return "\t".join([to_fake(columns[0]), to_fake(columns[1]), *columns[2:]])
+    premise, hypothesis, label = nli_columns(line)
+    return "\t".join([to_fake(premise), to_fake(hypothesis), label])
 
 
 def _tagged_line(line: str) -> str:

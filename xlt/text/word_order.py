@@ -40,6 +40,7 @@ from typing import Iterable, Iterator, Optional, Sequence
 
 from xlt.text.conllu_lines import Numbered, sentence_blocks, word_lines
 from xlt.text.fake import FAKE, to_english
+from xlt.text.nli_lines import nli_columns
 from xlt.text.tokenize import Tokenizer
 from xlt.utils.errors import PathLike, XltError
 from xlt.utils.textio import atomic_output, read_numbered_lines
@@ -123,12 +124,13 @@ def _text(numbered: Iterable[Numbered], seed: int) -> Iterator[Numbered]:
 def _xnli(numbered: Iterable[Numbered], seed: int) -> Iterator[Numbered]:
     tokenizers = {lang: Tokenizer(lang) for lang in ("en", FAKE)}    # both English's rules
     for lineno, line in numbered:
-        columns = line.split("\t")
-        if len(columns) < 3:
-            raise XltError("expected premise<TAB>hypothesis<TAB>label", line=lineno)
+        try:
+            *sentences, label = nli_columns(line)
+        except XltError as error:
+            raise XltError(error.message, line=lineno) from None
         permuted = [spelled(permute_tokens(tokenizers[FAKE if to_english(c) != c else "en"].tokenize(c), seed).split())
-                    for c in columns[:2]]
-        yield lineno, "\t".join([*permuted, *columns[2:]])
+                    for c in sentences]
+        yield lineno, "\t".join([*permuted, label])
 
 
 def _entity_units(block: list[Numbered]) -> list[list[Numbered]]:
