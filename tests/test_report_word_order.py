@@ -160,3 +160,19 @@ def test_a_default_model_still_on_the_unigram_plateau_is_left_out_by_its_pretrai
     name_model(tmp_path, "en-fake", plateau_run(tmp_path, "en-fake", 1100.0))
     found = finding(table1.build(str(tmp_path), ["fake", "fakeperm"]))
     assert found.verdict == INCONCLUSIVE and "en-fake did not leave the unigram plateau" in found.detail
+
+
+def test_where_only_the_permuted_pair_has_pretraining_seeds_the_ordered_default_counts_them_too(tmp_path):
+    # PRETRAIN_SEEDS_fake="0", PRETRAIN_SEEDS_fakeperm="0 1": the permuted Default's models 20 and 26 measure
+    # the pretraining variance (sd 4.24); the ordered Default, one model, counts it too, not only its
+    # fine-tuning seeds' 0.5 / sqrt(3)
+    fill(tmp_path, spread=0.5)
+    fill_permuted(tmp_path)
+    for seed, score in ((0, 20.0), (1, 26.0)):
+        write_results(tmp_path / "default" / ("en-fakeperm" + (f"-seed{seed}" if seed else "")) / "ner" / "results.json",
+                      "ner", "fakeperm", one_point("ner", "fakeperm", score, en=58.0, spread=0.5))
+    found = finding(table1.build(str(tmp_path), ["fake", "fakeperm"]))
+    # lost: (40 - 0) - (23 - 0) = +17.0; 2 SE = 2 sqrt(4.24^2 + 4.24^2 / 2) = 10.4 (ordered: one model, the
+    # pooled variance whole; permuted: two models); counting the permuted side alone it was 6.0
+    assert "ner: over the baseline +40.0 in order, +23.0 permuted" in found.detail
+    assert "lost +17.0 (2 SE 10.4, pretraining seeds counted)" in found.detail

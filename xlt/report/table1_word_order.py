@@ -94,10 +94,12 @@ def section(results_dir: str, rows: Sequence[Row], values: Values, english: Valu
         "Fake-English table's Default; zero-shot on the permuted test sets, each baseline on its own test set. "
         "The other rows are not run on this pair."]
     # the permuted pair has one pretrained row, whose spread over two models is a one-degree-of-freedom
-    # guess: its models are pooled with the ordered pair's rows (noise.py's rule), not read alone
+    # guess: its models are pooled with the ordered pair's rows (noise.py's rule), not read alone. The
+    # ordered pair's cells keep the noise its own table decides with, unless that counts no pretraining
+    # seeds (the ordered pair pretrained once a row) where the permuted pair's count them
     joint = noise_of({**readings, **p_readings}, SINGLE_SEED_SD, pools={PERMUTED: FAKE})
-    both = Noise({**noise.spreads, **{c: s for c, s in joint.spreads.items() if c[2] == PERMUTED}},
-                 noise.single_seed_sd)
+    both = Noise({c: s if c[2] != PERMUTED and s.pretraining_sd is not None else joint.spreads.get(c, s)
+                  for c, s in {**joint.spreads, **noise.spreads}.items()}, noise.single_seed_sd)
     both_english = merged(english, p_english)
     # as the other findings: a Default model that did not learn English is left out, named; here by its
     # pretraining too, since a model on the unigram plateau transfers nothing whatever the word order,
