@@ -10,6 +10,7 @@ import math
 import statistics
 from pathlib import Path
 
+import numpy as np
 import pytest
 from scipy import stats
 
@@ -234,3 +235,49 @@ def test_a_results_file_that_does_not_say_how_many_seeds_ran_is_one_seed_not_an_
     # parsing has no one-seed floor: no noise estimate, where the old reading compared 30 > 10 as exact
     est = estimate(values, noise, terms)
     assert est.value == pytest.approx(20.0) and est.se is None and not est.exact
+
+
+def test_a_combination_over_tasks_counts_the_covariance_of_one_models_cells_as_the_textbook_does(tmp_path):
+    # two rows, three models each, scored on NER and parsing; each task's deviations alike in both rows,
+    # so a cell's own sd over its models is the pooled one and the textbook formula applies whole
+    models = {"default": ([20.0, 24.0, 28.0], [10.0, 13.0, 13.0]), "sep-l1-3": ([10.0, 14.0, 18.0], [5.0, 5.0, 8.0])}
+    for row, (ner, parse) in models.items():
+        for seed in range(3):
+            write_model(tmp_path, row, "ner", [ner[seed] - 0.5, ner[seed], ner[seed] + 0.5], "fake", seed)
+            write_model(tmp_path, row, "parse", [parse[seed] - 0.5, parse[seed], parse[seed] + 0.5], "fake", seed)
+    values, readings, _, _ = collect(str(tmp_path), [Row(key, key) for key in models], ["fake"])
+    noise = noise_of(readings, SINGLE_SEED_SD)
+    # textbook: the within-row covariance matrix of a model's (NER, LAS), pooled (numpy's, weighted by k - 1)
+    pooled = sum(2 * np.cov(np.array(pair)) for pair in models.values()) / 4
+    for weights in ((0.5, 0.5), (1.0, -1.0)):      # a mean over tasks; one task's score against the other's
+        w = np.array(weights)
+        terms = {("default", "ner", "fake"): w[0], ("default", "parse", "fake"): w[1]}
+        assert estimate(values, noise, terms).se ** 2 == pytest.approx(w @ pooled @ w / 3)
+    # the two tasks move together here (rho 0.87): the mean over tasks is noisier than independence says
+    independent = (0.25 * pooled[0, 0] + 0.25 * pooled[1, 1]) / 3
+    assert estimate(values, noise, {("default", "ner", "fake"): 0.5, ("default", "parse", "fake"): 0.5}).se ** 2 \
+        > independent * 1.5
+    # a cell of another row shares no model with Default's: no covariance
+    assert noise.covariance(("default", "ner", "fake"), ("sep-l1-3", "parse", "fake"), 1.0) == 0.0
+
+
+def test_cells_that_share_a_model_where_no_row_measures_the_tasks_correlation_take_the_noisier_bound(tmp_path):
+    # Default: NER from models 0 and 1, parsing from model 0 only; Sep L1-3 the other way round: the
+    # two tasks' correlation is measured on no row, yet Default's two cells share model 0
+    for row, ner_seeds, parse_seeds in (("default", (0, 1), (0,)), ("sep-l1-3", (0,), (0, 1))):
+        for seed in ner_seeds:
+            write_model(tmp_path, row, "ner", [20.0 + 6 * seed - 0.5, 20.0 + 6 * seed, 20.0 + 6 * seed + 0.5], "fake", seed)
+        for seed in parse_seeds:
+            write_model(tmp_path, row, "parse", [10.0 + 2 * seed - 0.5, 10.0 + 2 * seed, 10.0 + 2 * seed + 0.5], "fake", seed)
+    values, readings, _, _ = collect(str(tmp_path), [Row("default", "Default"), Row("sep-l1-3", "Sep L1-3")], ["fake"])
+    noise = noise_of(readings, SINGLE_SEED_SD)
+    assert noise.correlations == {}
+    ner, parse = noise.spreads["default", "ner", "fake"], noise.spreads["default", "parse", "fake"]
+    assert (ner.models, ner.seeds, parse.models, parse.seeds) == (2, (0, 1), 1, (0,))
+    s_ner, s_parse = ner.pretraining_sd, parse.pretraining_sd
+    # rho = +1 for a mean over tasks, -1 for a difference: each the larger variance; one model shared of 2 x 1
+    for weights, rho in (((0.5, 0.5), 1.0), ((1.0, -1.0), -1.0)):
+        a, b = weights
+        expected = a * a * s_ner ** 2 / 2 + b * b * s_parse ** 2 + 2 * a * b * rho * s_ner * s_parse / 2
+        terms = {("default", "ner", "fake"): a, ("default", "parse", "fake"): b}
+        assert estimate(values, noise, terms).se ** 2 == pytest.approx(expected)

@@ -34,7 +34,10 @@ cannot spread as far as Default), and one row's two seeds are a 1-degree-of-free
 larger of the two is taken. A row with one model counts the pooled variance whole, or its own
 fine-tuning noise where that is larger (one model's seeds spread 10 F1 apart are noisier than the
 pool of others' models can say). ``s²`` holds the
-fine-tuning spread too, as each model's score carries it.
+fine-tuning spread too, as each model's score carries it. One model's cells on two tasks share its
+draw, so a combination over tasks counts their covariance: the two tasks' correlation over models,
+pooled over the rows with models scored on both (or, where no row has two, the bound that makes the
+combination noisier, ±1), times the cells' sds and their share of common models.
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ class Spread:
     n: int
     models: int = 1
     pretraining_sd: Optional[float] = None
+    seeds: tuple[int, ...] = (0,)      # the pretraining seeds of those models
 
 
 @dataclass
@@ -75,6 +79,8 @@ class Noise:
 
     spreads: dict[Cell, Spread] = field(default_factory=dict)
     single_seed_sd: dict[str, float] = field(default_factory=dict)
+    # (lang, task, task), tasks sorted -> the correlation of one model's scores on the two tasks, pooled
+    correlations: dict[tuple[str, str, str], float] = field(default_factory=dict)
 
     def variance(self, cell: Cell) -> tuple[Optional[float], str]:
         """(variance of the cell's mean, what it rests on: "" fine-tuning seeds, "floor" the one-seed
@@ -91,6 +97,20 @@ class Noise:
             return spread.sd ** 2 / spread.n, ""
         floor = self.single_seed_sd.get(cell[1])
         return (None, "") if floor is None else (floor ** 2, "floor")
+
+    def covariance(self, a: Cell, b: Cell, sign: float) -> float:
+        """The covariance of two cells' means through the models they share: one row and pair on two
+        tasks, both counting pretraining seeds (0 otherwise). ``Cov = shared rho s_a s_b / (k_a k_b)``
+        for one model's sds s, k models a cell and the tasks' pooled correlation rho; where rho is
+        not measured, the bound that makes the combination noisier (``sign``: that of c_a c_b)."""
+        if a[0] != b[0] or a[2] != b[2] or a[1] == b[1]:
+            return 0.0
+        sa, sb = self.spreads.get(a), self.spreads.get(b)
+        if sa is None or sb is None or sa.pretraining_sd is None or sb.pretraining_sd is None:
+            return 0.0
+        shared = len(set(sa.seeds) & set(sb.seeds))
+        rho = self.correlations.get((a[2], *sorted((a[1], b[1]))), math.copysign(1.0, sign))
+        return rho * shared * sa.pretraining_sd * sb.pretraining_sd / (sa.models * sb.models)
 
 
 @dataclass(frozen=True)
@@ -141,6 +161,12 @@ def estimate(values: Values, noise: Optional[Noise], terms: Terms, constant: flo
         kinds.add(kind)
     if blind:
         return Estimate(value, None, tuple(blind))
+    # one model's cells on several tasks share its pretraining draw (a mean over tasks, a drop on one
+    # task against another's): their covariance counts, as the textbook's sum_ij c_i c_j Cov_ij
+    cells = [cell for cell, c in terms.items() if c]
+    shared = sum(2 * terms[a] * terms[b] * noise.covariance(a, b, terms[a] * terms[b])
+                 for i, a in enumerate(cells) for b in cells[i + 1:])
+    total = total + shared if total + shared >= 0 else total   # pairwise correlations not jointly valid
     return Estimate(value, math.sqrt(total), floored="floor" in kinds, pretraining="pretraining" in kinds)
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import glob
+import itertools
 import math
 import os
 import re
@@ -87,7 +88,8 @@ def over_models(readings: Sequence[tuple[int, Reading]]) -> Reading:
     if len(scored) == 1:
         seed, reading = scored[0]
         return reading if seed == 0 else replace(reading, note="; ".join(
-            filter(None, [reading.note, f"pretraining seed {seed}'s model only"])))
+            filter(None, [reading.note, f"pretraining seed {seed}'s model only"])),
+            extra={**(reading.extra or {}), "pretraining_seed": seed})
     models = [{"seed": seed, "mean": r.value, "std": (r.extra or {}).get("std"), "n": (r.extra or {}).get("n_seeds"),
                "model": (r.extra or {}).get("model")} for seed, r in scored]
     means = [m["mean"] for m in models]
@@ -224,10 +226,11 @@ def spread(reading: Reading) -> Optional[Spread]:
         return None
     n, sd = extra["n_seeds"], extra.get("std")
     models = len(extra.get("models") or ()) or 1
+    seeds = tuple(m["seed"] for m in extra.get("models") or ()) or (extra.get("pretraining_seed", 0),)
     sd = float(sd) if isinstance(sd, (int, float)) and not isinstance(sd, bool) else None
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         n, sd = 1, sd if models > 1 else None   # over several models the sd is theirs, whatever n
-    return Spread(sd, n, models=models)
+    return Spread(sd, n, models=models, seeds=seeds)
 
 
 def noise_of(readings: dict, single_seed_sd: dict[str, float], pools: Optional[dict[str, str]] = None) -> Noise:
@@ -253,7 +256,33 @@ def noise_of(readings: dict, single_seed_sd: dict[str, float], pools: Optional[d
             own = s.sd if s.models > 1 else (s.sd / math.sqrt(s.n) if s.sd is not None and s.n >= 2
                                               else single_seed_sd.get(task))
             spreads[cell] = replace(s, pretraining_sd=max(pooled, own or 0.0))
-    return Noise(spreads, dict(single_seed_sd))
+    return Noise(spreads, dict(single_seed_sd), task_correlations(readings, pools))
+
+
+def task_correlations(readings: dict, pools: Optional[dict[str, str]] = None) -> dict[tuple[str, str, str], float]:
+    """(lang, task, task) -> the correlation of one model's scores on the two tasks: each pretrained
+    row's models scored on both, as deviations from the row's means, pooled over rows (and over the
+    languages ``pools`` joins, as :func:`noise_of` does); a pair no row has two such models of is absent."""
+    pool = (pools or {}).get
+    scores: dict[tuple[str, str], dict[str, dict[int, float]]] = {}   # (row, lang) -> task -> seed -> score
+    for (row, task, lang), reading in readings.items():
+        if row not in (CONTROL, BASELINES) and (models := (reading.extra or {}).get("models")):
+            scores.setdefault((row, lang), {})[task] = {m["seed"]: m["mean"] for m in models}
+    sums: dict[tuple[str, str, str], list[float]] = {}
+    for (row, lang), tasks in scores.items():
+        for t1, t2 in itertools.combinations(sorted(tasks), 2):
+            common = sorted(set(tasks[t1]) & set(tasks[t2]))
+            if len(common) < 2:
+                continue
+            a, b = [tasks[t1][s] for s in common], [tasks[t2][s] for s in common]
+            da, db = [x - statistics.fmean(a) for x in a], [y - statistics.fmean(b) for y in b]
+            acc = sums.setdefault((pool(lang, lang), t1, t2), [0.0, 0.0, 0.0])
+            acc[0] += sum(x * y for x, y in zip(da, db))
+            acc[1] += sum(x * x for x in da)
+            acc[2] += sum(y * y for y in db)
+    pooled = {key: max(-1.0, min(1.0, ab / math.sqrt(aa * bb))) for key, (ab, aa, bb) in sums.items() if aa > 0 and bb > 0}
+    langs = {lang for _, _, lang in readings}
+    return {(lang, t1, t2): rho for (joined, t1, t2), rho in pooled.items() for lang in langs if pool(lang, lang) == joined}
 
 
 def models_note(reading: Reading) -> Optional[str]:
