@@ -32,7 +32,6 @@ from xlt.utils.errors import XltError
 from xlt.utils.textio import read_numbered_lines
 
 
-
 @dataclass(eq=False)   # identity hashing: examples are keys of the encoding memo
 class NLIPair:
     premise: str

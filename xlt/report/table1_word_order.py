@@ -99,7 +99,7 @@ def section(results_dir: str, rows: Sequence[Row], values: Values, english: Valu
     # seeds (the ordered pair pretrained once a row) where the permuted pair's count them
     joint = noise_of({**readings, **p_readings}, SINGLE_SEED_SD, pools={PERMUTED: FAKE})
     both = Noise({c: s if c[2] != PERMUTED and s.pretraining_sd is not None else joint.spreads.get(c, s)
-                  for c, s in {**joint.spreads, **noise.spreads}.items()}, noise.single_seed_sd)
+                  for c, s in {**joint.spreads, **noise.spreads}.items()}, noise.single_seed_sd, joint.correlations)
     both_english = merged(english, p_english)
     # as the other findings: a Default model that did not learn English is left out, named; here by its
     # pretraining too, since a model on the unigram plateau transfers nothing whatever the word order,
