@@ -134,10 +134,7 @@ class XNLITask(Task):
     def read(self, path: str) -> list[NLIPair]:
         pairs = []
         for lineno, line in read_numbered_lines(path):
-            try:
-                premise, hypothesis, label = nli_columns(line)
-            except XltError as error:
-                raise XltError(error.message, path, lineno) from None
+            premise, hypothesis, label = nli_columns(line, path, lineno)
             pairs.append(NLIPair(premise, hypothesis, label, path, lineno))
         if not pairs:
             raise XltError("no examples in this split", path)

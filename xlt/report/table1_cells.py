@@ -275,7 +275,8 @@ def task_correlations(readings: dict, pools: Optional[dict[str, str]] = None) ->
             if len(common) < 2:
                 continue
             a, b = [tasks[t1][s] for s in common], [tasks[t2][s] for s in common]
-            da, db = [x - statistics.fmean(a) for x in a], [y - statistics.fmean(b) for y in b]
+            mean_a, mean_b = statistics.fmean(a), statistics.fmean(b)
+            da, db = [x - mean_a for x in a], [y - mean_b for y in b]
             acc = sums.setdefault((pool(lang, lang), t1, t2), [0.0, 0.0, 0.0])
             acc[0] += sum(x * y for x, y in zip(da, db))
             acc[1] += sum(x * x for x in da)

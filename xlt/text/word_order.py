@@ -124,10 +124,7 @@ def _text(numbered: Iterable[Numbered], seed: int) -> Iterator[Numbered]:
 def _xnli(numbered: Iterable[Numbered], seed: int) -> Iterator[Numbered]:
     tokenizers = {lang: Tokenizer(lang) for lang in ("en", FAKE)}    # both English's rules
     for lineno, line in numbered:
-        try:
-            *sentences, label = nli_columns(line)
-        except XltError as error:
-            raise XltError(error.message, line=lineno) from None
+        *sentences, label = nli_columns(line, lineno=lineno)
         permuted = [spelled(permute_tokens(tokenizers[FAKE if to_english(c) != c else "en"].tokenize(c), seed).split())
                     for c in sentences]
         yield lineno, "\t".join([*permuted, label])
