@@ -21,7 +21,7 @@ help:
 	@echo "make reproduce-figure7 / reproduce-alignment / reproduce-liu-table2 / reproduce-liu-table4 / reproduce-all"
 	@echo "make reproduce-liu-figures  Liu et al. Figures 1-4 + MRR by POS: BERT vs Word2Vec/GloVe, 2 data sizes (LIU_LANGS)"
 	@echo "  MODEL=hf:NAME|DIR    reproduce-liu-table2/4 of that model, nothing pretrained (docs/hf.md)"
-	@echo "make reproduce-dynamics  Default and Sep Emb + L1-6 en-fr snapshotted every SNAPSHOT_EVERY steps, xlt track, xlt report dynamics"
+	@echo "make reproduce-dynamics  Default and Sep L1-6 en-fr snapshotted every SNAPSHOT_EVERY steps, xlt track, xlt report dynamics"
 	@echo "make reproduce-steps  Default en-fake (CURVE_ROW, CURVE_LANG) pretrained to CURVE_STEPS, every CURVE_EVERY-step snapshot fine-tuned: zero-shot against steps"
 	@echo "make reproduce-table1-at-steps  Table 1's findings on the curved rows' cells at snapshot STEPS_AT (STEPS_ROWS)"
 	@echo "make reproduce-kept-alignment  per layer, how well Table 1's Default pairs the languages' sentences before and after each task's fine-tuning (LANGS)"

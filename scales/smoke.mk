@@ -1,7 +1,7 @@
 # SCALE=smoke: a pipeline check, not a result. Real data from the recipes, tiny models, EVERY row and
 # language pair on a 2-core CPU in under half an hour (22.5 min measured, docs/reproduce.md). Its
-# models learn nothing (300 steps of 64-token windows stay on the unigram plateau: docs/reproduce.md
-# "Why the smoke scale learns nothing"); use it to check that every stage runs after a change.
+# models learn nothing (300 steps of 64-token windows stay on the unigram plateau:
+# docs/notes/2026-11-24-smoke-scale-diagnosis.md, "Why the smoke scale learns nothing"); use it to check that every stage runs after a change.
 JOBS               := 2        # make -j: independent stages side by side (your own -jN wins)
 THREADS            := 1        # torch and tokenizer threads per job
 # pretraining text, per corpus
