@@ -23,6 +23,7 @@ from finetune_toy import build_toy_world
 from pretrain_fixtures import build_inputs, tiny_args
 
 from xlt.utils.errors import XltError
+from xlt.utils.rundir import exclusive_lock
 from xlt.utils.textio import atomic_path, make_directory
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -112,6 +113,26 @@ def test_a_write_the_disk_refuses_is_one_line_and_the_old_file_stays(tmp_path):
     assert_one_line_error(res, f"xlt tokenize: error: {out}: cannot write (File too large)")
     assert out.read_text() == "the old output\n"
     assert tmp_names(tmp_path) == []
+
+
+def test_a_token_store_the_disk_refuses_is_one_line_and_leaves_no_part(inputs, tmp_path):
+    # the store's arrays are written in chunks; a short write must read as the disk's, not a crash
+    text = tmp_path / "en.txt"
+    text.write_text((inputs["root"] / "en.train.txt").read_text() * 20)
+    res = run_xlt("binarize", "--vocab", inputs["root"] / "vocab", "--lang", "en", text, "-o", tmp_path / "en",
+                  preexec_fn=limit_file_size(4096))
+    assert_one_line_error(res, f"xlt binarize: error: {tmp_path / 'en.bin'}: cannot write (File too large)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["en.txt"]
+
+
+def test_a_lock_file_the_disk_refuses_is_one_line(tmp_path, monkeypatch):
+    def full(fd, data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "write", full)
+    with pytest.raises(XltError, match=r"lock: cannot write \(No space left on device\)"):
+        with exclusive_lock(tmp_path / "lock"):
+            pass
 
 
 def test_a_full_disk_at_the_flush_is_one_line_and_the_old_file_stays(tmp_path, capsys, monkeypatch):

@@ -141,15 +141,17 @@ def _write_sentences(lines: Iterable[str], vocab: Vocabulary, lang: str, dtype: 
     written = 0  # tokens (separators included) already in bin_file
     ids = array("I")  # C uint32: 4 bytes per buffered id, not a Python int object each
     ends = array("q")
-    np.zeros(1, dtype=np.int64).tofile(idx_file)  # offsets[0]
+    # file.write, not ndarray.tofile: a short write from tofile is an OSError without an errno, so a
+    # full disk would read as a crash instead of cannot_write's one line
+    idx_file.write(np.zeros(1, dtype=np.int64).tobytes())  # offsets[0]
 
     def flush() -> None:
         nonlocal written
         if not ends:
             return
         chunk = np.array(ids, dtype=np.uint32)  # a copy: the C arrays are cleared and reused below
-        chunk.astype(dtype, copy=False).tofile(bin_file)
-        (np.array(ends, dtype=np.int64) + written).tofile(idx_file)
+        bin_file.write(chunk.astype(dtype, copy=False).tobytes())
+        idx_file.write((np.array(ends, dtype=np.int64) + written).tobytes())
         counts.n_unk += int(np.count_nonzero(chunk == UNK_ID))
         counts.n_sentences += len(ends)
         counts.n_tokens += len(chunk) - len(ends)

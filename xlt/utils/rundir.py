@@ -100,8 +100,11 @@ def exclusive_lock(path: PathLike, what: str = "run directory", wait: Optional[s
                 raise XltError(f"another process is using this {what}", os.path.dirname(path) or path) from None
             log.info(wait)
             fcntl.flock(fd, fcntl.LOCK_EX)
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())   # who holds it, for a person looking
+        except OSError as e:
+            raise cannot_write(path, e) from None
         yield
     finally:
         os.close(fd)
