@@ -141,3 +141,17 @@ def test_atomic_outputs_get_the_usual_file_mode(tmp_path):
     os.umask(umask)
     for name in ("a", "b"):
         assert (tmp_path / name).stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+@pytest.mark.parametrize("content, line, what", [
+    (b'{\n  "a": 1,\n  "b": "\xff"\n}\n', 3, "not UTF-8: byte 0xff"),
+    (b'{\n  "a": 1\n  "b": 2\n}\n', 3, "Expecting ',' delimiter, column 3"),
+])
+def test_a_damaged_json_file_is_named_with_its_line(tmp_path, content, line, what):
+    from xlt.utils.textio import read_json
+
+    path = tmp_path / "results.json"
+    path.write_bytes(content)
+    with pytest.raises(XltError) as err:
+        read_json(path, "results file")
+    assert str(err.value) == f"{path}:{line}: not a valid results file ({what})"

@@ -260,10 +260,16 @@ def read_json(path: PathLike, what: str = "JSON file", format: Optional[str] = N
     With ``format``, the file must be an object whose ``"format"`` key equals it.
     """
     path = require_file(path, what)
+    with open(path, "rb") as f:
+        raw = f.read()
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (ValueError, UnicodeDecodeError) as e:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise XltError(f"not a valid {what} (not UTF-8: byte 0x{raw[e.start]:02x})", path,
+                       raw.count(b"\n", 0, e.start) + 1) from None
+    except json.JSONDecodeError as e:
+        raise XltError(f"not a valid {what} ({e.msg}, column {e.colno})", path, e.lineno) from None
+    except ValueError as e:
         raise XltError(f"not a valid {what} ({e})", path) from None
     if format is not None and (not isinstance(data, dict) or data.get("format") != format):
         found = data.get("format") if isinstance(data, dict) else None
