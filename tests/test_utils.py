@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from xlt.cli.options import build_config, dataclass_options
 from xlt.utils.errors import XltError
 from xlt.utils.rundir import MetricsLog, check_same_config, cpu_model, exclusive_lock, write_run_description
-from xlt.utils.textio import atomic_output, read_lines
+from xlt.utils.textio import atomic_output, read_lines, scratch_file
 
 
 @pytest.mark.parametrize("opener,suffix", [(open, ""), (gzip.open, ".gz"), (lzma.open, ".xz")])
@@ -59,6 +59,48 @@ def test_atomic_output_leaves_nothing_on_failure(tmp_path):
     with atomic_output(target) as f:
         f.write("new")
     assert target.read_text() == "new"
+
+
+class _Signal(BaseException):
+    """What a SIGTERM handler raises: not an Exception, and possible between any two bytecodes."""
+
+
+def test_a_signal_just_after_the_temporary_is_made_leaves_none_behind(tmp_path, monkeypatch):
+    # CI once caught SIGTERM between mkstemp making the file and handing back its name; the signal
+    # is put in exactly there: the moment the OS has made the file, before any Python sees its name
+    made = []
+    real_open = os.open
+
+    def open_then_signal(name, flags, *args):
+        fd = real_open(name, flags, *args)
+        if flags & os.O_CREAT and os.fspath(name).endswith(".tmp"):
+            made.append(name)
+            os.close(fd)
+            raise _Signal()
+        return fd
+
+    monkeypatch.setattr(os, "open", open_then_signal)
+    with pytest.raises(_Signal):
+        with atomic_output(tmp_path / "out.txt") as f:
+            f.write("never")
+    with pytest.raises(_Signal):
+        with scratch_file(str(tmp_path), "joint"):
+            pass
+    assert len(made) == 2 and os.listdir(tmp_path) == []
+
+
+def test_a_scratch_file_is_removed_whatever_the_exit_and_is_named_beside_its_prefix(tmp_path):
+    with scratch_file(str(tmp_path), "joint") as name:
+        assert os.path.dirname(name) == str(tmp_path) and os.path.basename(name).startswith(f"joint.{os.getpid()}-")
+        assert os.path.getsize(name) == 0
+    assert os.listdir(tmp_path) == []
+    with pytest.raises(ValueError):
+        with scratch_file(str(tmp_path), "joint") as name:
+            raise ValueError
+    assert os.listdir(tmp_path) == []
+    with pytest.raises(XltError, match=r"/missing/joint: cannot write \(No such file or directory\)"):
+        with scratch_file(str(tmp_path / "missing"), "joint"):
+            pass
 
 
 def test_exclusive_lock_keeps_a_second_holder_out(tmp_path):

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import re
-import tempfile
 from typing import Iterator
 
 import numpy as np
@@ -22,6 +20,7 @@ from xlt.embed.config import EmbedConfig
 from xlt.embed.corpus import JointCorpus
 from xlt.utils import log
 from xlt.utils.errors import XltError
+from xlt.utils.textio import scratch_file
 
 _EPOCH_PROGRESS = re.compile(r"EPOCH (\d+) ?- PROGRESS: at ([0-9.]+)%")
 _EPOCH_END = re.compile(r"EPOCH (\d+): training on")
@@ -79,9 +78,7 @@ def train_word2vec(corpus: JointCorpus, config: EmbedConfig, scratch_dir: str) -
     """
     from gensim.models import Word2Vec
 
-    fd, joint = tempfile.mkstemp(prefix=".xlt-embed-", suffix=".txt", dir=scratch_dir)
-    os.close(fd)
-    try:
+    with scratch_file(scratch_dir, ".xlt-embed-joint") as joint:
         with log.progress("joint corpus", unit="sentences") as bar:
             corpus.on_sentence = bar.advance
             n_sentences = write_joint_file(corpus, joint)
@@ -98,8 +95,6 @@ def train_word2vec(corpus: JointCorpus, config: EmbedConfig, scratch_dir: str) -
                 _gensim_progress(bar, config.epochs):
             model.train(corpus_file=joint, total_examples=model.corpus_count, total_words=model.corpus_total_words,
                         epochs=config.epochs)
-    finally:
-        os.unlink(joint)
     words = list(model.wv.index_to_key)  # sorted by decreasing count (gensim's sorted_vocab)
     info = {"sentences": n_sentences, "corpus_words": int(model.corpus_total_words),
             "vocabulary": len(words)}

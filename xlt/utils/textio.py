@@ -22,6 +22,7 @@ import gzip
 import hashlib
 import lzma
 import os
+import secrets
 import stat
 import sys
 import tempfile
@@ -193,23 +194,44 @@ def atomic_path(path: PathLike) -> Iterator[str]:
                 raise cannot_write(path, e) from None
             raise
         return
-    directory = output_directory(path)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=TEMPORARY_SUFFIX, dir=directory)
+        with scratch_file(output_directory(path), os.path.basename(path)) as tmp:
+            yield tmp
+            if os.path.exists(tmp):
+                os.chmod(tmp, _umask_mode())
+            os.replace(tmp, path)
     except OSError as e:
-        raise cannot_write(path, e) from None
-    os.close(fd)
-    try:
-        yield tmp
-        if os.path.exists(tmp):
-            os.chmod(tmp, _umask_mode())
-        os.replace(tmp, path)
-    except BaseException as e:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        if isinstance(e, OSError) and e.errno in DISK_FULL:
+        if e.errno in DISK_FULL:
             raise cannot_write(path, e) from None
         raise
+
+
+@contextlib.contextmanager
+def scratch_file(directory: str, prefix: str) -> Iterator[str]:
+    """Create an empty file ``DIRECTORY/PREFIX.PID-RANDOM.tmp``, yield its name, remove it on the way out.
+
+    The name is known before the file exists, so an exception at any point (SIGTERM is raised
+    between any two bytecodes) removes it: ``mkstemp`` gives the name only once it has made the file,
+    and a signal landing in between left it behind. The pid in the name means no other live
+    process uses it, so removing it by name is safe. A file that cannot be made is
+    :func:`cannot_write`'s error, named with ``DIRECTORY/PREFIX``.
+    """
+    name = ""
+    try:
+        while True:
+            name = os.path.join(directory, f"{prefix}.{os.getpid()}-{secrets.token_hex(4)}{TEMPORARY_SUFFIX}")
+            try:
+                os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+                break
+            except FileExistsError:   # a dead process's leftover with our pid: another name
+                continue
+            except OSError as e:
+                raise cannot_write(os.path.join(directory, prefix), e) from None
+        yield name
+    finally:
+        if name:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name)
 
 
 def remove_stale_temporaries(*paths: PathLike) -> None:
