@@ -321,7 +321,7 @@ def extract_to_files(model_spec: str, lang: str, input_path: str, output: str, l
 
     from xlt.utils.textio import file_sha256
     from xlt.utils.errors import require_file
-    from xlt.utils.textio import atomic_path, check_output_paths, read_lines, write_json
+    from xlt.utils.textio import atomic_path, check_output_paths, read_lines, reserve_disk_space, write_json
 
     if level not in LEVELS:
         raise XltError(f"unknown level {level!r} (one of: {', '.join(LEVELS)})")
@@ -341,7 +341,9 @@ def extract_to_files(model_spec: str, lang: str, input_path: str, output: str, l
     layers = resolve_layers(run.n_layers, layers)
     with atomic_path(prefix + ".npy") as tmp_npy, atomic_path(prefix + ".index.npz") as tmp_index:
         def allocate(shape):
-            return np.lib.format.open_memmap(tmp_npy, mode="w+", dtype=np.float32, shape=shape)
+            array = np.lib.format.open_memmap(tmp_npy, mode="w+", dtype=np.float32, shape=shape)
+            reserve_disk_space(tmp_npy, prefix + ".npy")
+            return array
 
         if level == "sentence":
             out, index = sentence_vectors_and_index(run, lang, lines, layers, batch_size, device, include_specials,

@@ -234,6 +234,23 @@ def scratch_file(directory: str, prefix: str) -> Iterator[str]:
                 os.unlink(name)
 
 
+def reserve_disk_space(tmp: str, path: PathLike) -> None:
+    """Allocate every block of the temporary ``tmp`` (of the output ``path``) at its present size now.
+
+    A file mapped into memory at its full size (a memmap: sparse until written) meets a full disk
+    only when a page is written back, and that is SIGBUS, a crash with no message that leaves the
+    temporaries; here it is :func:`cannot_write`'s line for ``path``. A file system that cannot
+    allocate ahead of time is left as it is."""
+    fd = os.open(tmp, os.O_RDWR)
+    try:
+        os.posix_fallocate(fd, 0, max(os.fstat(fd).st_size, 1))
+    except OSError as e:
+        if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+            raise cannot_write(path, e) from None
+    finally:
+        os.close(fd)
+
+
 def remove_stale_temporaries(*paths: PathLike) -> None:
     """Remove the temporaries :func:`atomic_path` made for ``paths`` (their names may be glob
     patterns: ``RUN/codes.*``) and a killed process left. Only for a caller holding the lock that
