@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import errno
 import gzip
 import json
 import math
+import os
 from collections import Counter
 
 import pytest
 import synthetic
-from conftest import assert_one_line_error, run_xlt
+from conftest import assert_one_line_error, run_in_process, run_xlt
 from scipy.stats import chi2
 
 from xlt.text.codeswitch import CodeSwitchConfig, CodeSwitcher, Dictionary
@@ -205,6 +207,24 @@ def test_malformed_dictionary_is_one_line_error(tmp_path, bilingual, content, li
     res = run_xlt("codeswitch", "--dict", dict_path, en, "-o", out, "--report", tmp_path / "r.json")
     assert_one_line_error(res, "xlt codeswitch", f"{dict_path}:{line}:", fragment)
     assert not out.exists() and not (tmp_path / "r.json").exists()
+
+
+def test_a_report_the_disk_refuses_takes_the_output_with_it(tmp_path, bilingual, capsys, monkeypatch):
+    # the disk fills at the report's flush, after the whole output was written: both or neither
+    en, _ = bilingual
+    dict_path = synthetic.write_dictionary(tmp_path / "d.txt")
+    out, report = tmp_path / "out.txt", tmp_path / "r.json"
+    real_fsync = os.fsync
+
+    def full_for_the_report(fd):
+        if os.readlink(f"/proc/self/fd/{fd}").startswith(f"{report}."):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", full_for_the_report)
+    res = run_in_process(capsys, "-q", "codeswitch", "--dict", dict_path, en, "-o", out, "--report", report)
+    assert_one_line_error(res, f"{report}: cannot write (No space left on device)")
+    assert not out.exists() and not report.exists() and not list(tmp_path.glob("*.tmp"))
 
 
 def test_empty_dictionary_and_bad_settings_are_errors(tmp_path):

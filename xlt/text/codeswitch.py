@@ -224,13 +224,14 @@ def codeswitch_file(input_path: PathLike, output_path: Optional[PathLike], dicti
     """
     check_output_paths(*(p for p in (output_path, report_path) if p is not None and os.fspath(p) != "-"))
     switcher = CodeSwitcher(Dictionary.load(dictionary_path), config)
-    with atomic_output(output_path) as out, log.progress("codeswitch", unit="lines") as bar:
-        for line in switcher.switch_lines(read_lines(input_path)):
-            out.write(line + "\n")
-            bar.advance(1)
-    report = {**switcher.report(), "input": str(input_path), "output": str(output_path or "-")}
-    if report_path is not None:
-        write_json(report_path, report)
+    with atomic_output(output_path) as out:
+        with log.progress("codeswitch", unit="lines") as bar:
+            for line in switcher.switch_lines(read_lines(input_path)):
+                out.write(line + "\n")
+                bar.advance(1)
+        report = {**switcher.report(), "input": str(input_path), "output": str(output_path or "-")}
+        if report_path is not None:   # within the output's block: a report that cannot be written takes it along
+            write_json(report_path, report)
     counts = report["counts"]
     log.info(f"codeswitch: replaced {counts['words_replaced']:,} of {counts['words_seen']:,} words "
              f"({counts['words_in_dictionary']:,} in the dictionary), {counts['distinct_anchors_added']:,} "
