@@ -115,6 +115,31 @@ def test_a_write_the_disk_refuses_is_one_line_and_the_old_file_stays(tmp_path):
     assert tmp_names(tmp_path) == []
 
 
+def test_a_bpe_output_the_disk_refuses_is_one_line_not_the_tools_death(tmp_path):
+    # fastBPE's `fast applybpe` (make install builds it) dies of a signal on a full output: SIGXFSZ
+    # under the file size limit, SIGBUS on a full disk (its output is memory-mapped; measured on a
+    # 16 KiB tmpfs). Its death was reported as "fastBPE failed (exit status -25)".
+    text = tmp_path / "in.txt"
+    text.write_text("the cat sees a small dog in the garden .\n" * 3000)
+    run_xlt("-q", "bpe", "learn", "--merges", "20", "-o", tmp_path / "codes", text, check=True)
+    out = tmp_path / "out.bpe"
+    res = run_xlt("-q", "bpe", "apply", "--codes", tmp_path / "codes", text, "-o", out,
+                  preexec_fn=limit_file_size(4096))
+    assert_one_line_error(res, f"xlt bpe apply: error: {out}: cannot write (File too large)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["codes", "in.txt"]
+
+
+def test_a_tools_bus_error_is_a_full_disk_only_when_the_disk_is_full(tmp_path, monkeypatch):
+    from xlt.text.fastbpe import _output_refused
+
+    out = str(tmp_path / "out.bpe")
+    assert _output_refused(-signal.SIGBUS, out) is None   # this disk has room: a crash of the tool's own
+    assert _output_refused(1, out) is None and _output_refused(-signal.SIGXFSZ, out).errno == errno.EFBIG
+    full = os.statvfs_result((4096, 4096, 100, 0, 0, 10, 0, 0, 0, 255))
+    monkeypatch.setattr(os, "statvfs", lambda path: full)
+    assert _output_refused(-signal.SIGBUS, out).errno == errno.ENOSPC
+
+
 def test_a_token_store_the_disk_refuses_is_one_line_and_leaves_no_part(inputs, tmp_path):
     # the store's arrays are written in chunks; a short write must read as the disk's, not a crash
     text = tmp_path / "en.txt"

@@ -291,7 +291,8 @@ def _apply_file(tool: str, codes: str, input: str, output: Optional[PathLike], v
     with _output_path(output) as tmp:
         if os.path.getsize(input) > len(tail):  # fastBPE fails on an output of zero bytes
             args = ["applybpe", tmp, input, codes] + ([vocab_file] if vocab_file else [])
-            run_fast(args, subprocess.DEVNULL, tool=tool)
+            named = output if output is not None and os.fspath(output) != "-" else tmp
+            run_fast(args, subprocess.DEVNULL, tool=tool, output=(tmp, named))
         with open(tmp, "ab") as out:
             if tail:
                 out.write(BPE(codes, vocab_file or None).apply([tail.decode("utf-8")])[0].encode("utf-8"))

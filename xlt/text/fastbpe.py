@@ -10,9 +10,11 @@ checked for UTF-8 with line numbers first, because fastBPE aborts or misbehaves 
 from __future__ import annotations
 
 import contextlib
+import errno
 import lzma
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -20,7 +22,7 @@ from pathlib import Path
 from typing import BinaryIO, Callable, Iterable, Iterator, Optional, Sequence, Union
 
 from xlt.utils.errors import PathLike, XltError, require_file
-from xlt.utils.textio import atomic_output, open_binary
+from xlt.utils.textio import atomic_output, cannot_write, open_binary
 
 FAST_ENV = "XLT_FASTBPE"
 BLOCK_BYTES = 1 << 22          # streaming unit: 4 MiB, cut after a newline
@@ -53,11 +55,14 @@ def fast_tool() -> str:
 
 
 def run_fast(args: Sequence[str], stdout: Union[BinaryIO, int], feed: Optional[Iterable[bytes]] = None,
-             while_running: Optional[Callable[[], None]] = None, tool: Optional[str] = None) -> None:
+             while_running: Optional[Callable[[], None]] = None, tool: Optional[str] = None,
+             output: Optional[tuple[str, PathLike]] = None) -> None:
     """Run ``fast ARGS`` writing to ``stdout``, streaming ``feed`` into its stdin.
 
     Its log (stderr) is kept in a temporary file and shown only if it fails. An exception raised
-    by ``feed`` (e.g. a bad line in a corpus) kills the tool and propagates.
+    by ``feed`` (e.g. a bad line in a corpus) kills the tool and propagates. ``output`` is the file
+    the tool writes and the name to report it by: the tool dies of a signal, not a message, when that
+    file meets a full disk or the file size limit, and that is told as :func:`cannot_write`'s line.
     """
     with tempfile.TemporaryFile() as errlog:
         proc = subprocess.Popen([tool or fast_tool(), *args], stdout=stdout, stderr=errlog,
@@ -84,10 +89,25 @@ def run_fast(args: Sequence[str], stdout: Union[BinaryIO, int], feed: Optional[I
             proc.wait()
             raise
         if returncode != 0:
+            refused = _output_refused(returncode, output[0]) if output else None
+            if refused is not None:
+                raise cannot_write(output[1], refused)
             errlog.seek(0)
             lines = errlog.read().decode("utf-8", "replace").strip().splitlines()
             why = lines[-1] if lines else ("killed by signal %d" % -returncode if returncode < 0 else "no message")
             raise XltError(f"fastBPE `fast {args[0]}` failed (exit status {returncode}): {why}")
+
+
+def _output_refused(returncode: int, path: str) -> Optional[OSError]:
+    """The disk's refusal that a tool's death by signal means, if it means one: SIGXFSZ is the file
+    size limit; SIGBUS is its memory-mapped output finding no block to write to (less than 1 MiB left)."""
+    if returncode == -signal.SIGXFSZ:
+        return OSError(errno.EFBIG, os.strerror(errno.EFBIG))
+    if returncode == -signal.SIGBUS:
+        space = os.statvfs(os.path.dirname(os.path.abspath(path)))
+        if space.f_bavail * space.f_frsize < 1 << 20:
+            return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    return None
 
 
 # ---- checked text input ----------------------------------------------------------------------
