@@ -403,6 +403,9 @@ def test_every_report_command_runs_on_empty_results_and_has_an_example(tmp_path)
         assert_one_line_error(res, "--results-dir", "does not exist")  # a typo, not a table of gaps
         res = run_xlt("report", command, "--results-dir", tmp_path / "empty", "--langs", "fr,x y", "-o", tmp_path / "o")
         assert_one_line_error(res, "--langs takes comma-separated language codes", "'x y'")
+        res = run_xlt("report", command, "--results-dir", tmp_path / "empty", "--langs", "fr,frr", "-o", tmp_path / "o")
+        assert_one_line_error(res, "unknown language 'frr' (accepted: ", " fr ")   # not a column of empty cells
+        assert not (tmp_path / "o").exists()
         res = run_xlt("report", command, "--results-dir", tmp_path / "empty", "-o", tmp_path / "out")
         assert res.returncode == 0, res.stderr
         assert "—" in res.stdout and "not run yet" in res.stdout or "no `xlt" in res.stdout

@@ -162,6 +162,17 @@ def test_a_language_the_vocabulary_does_not_know_is_refused(tmp_path):
     assert not list(tmp_path.glob("st_de*"))
 
 
+def test_a_vocabulary_naming_no_language_still_refuses_an_unknown_code(tmp_path):
+    # fastBPE's own vocabulary has no .langs.json; the header's language must still be one xlt knows
+    vocab, _ = make_vocab(tmp_path)
+    assert not vocab.languages
+    src = write_text(tmp_path / "x.bpe", ["the"])
+    with pytest.raises(XltError, match="unknown language 'eng'"):
+        binarize(src, vocab, "eng", tmp_path / "st_eng")
+    assert not list(tmp_path.glob("st_eng*"))
+    assert binarize(src, vocab, "en", tmp_path / "st_en")["language"] == "en"
+
+
 def test_access_helpers_are_views_into_the_memmap(tmp_path):
     vocab, _ = make_vocab(tmp_path)
     binarize(write_text(tmp_path / "en.bpe", LINES), vocab, "en", tmp_path / "st")

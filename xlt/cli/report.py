@@ -14,6 +14,7 @@ PAPER_HELP = "Paper numbers file [default: the one shipped with xlt, xlt/report/
 
 
 def _languages(text: str) -> list[str]:
+    from xlt.text.tokenize import check_language
     from xlt.utils.errors import XltError
 
     languages = [lang.strip() for lang in text.split(",") if lang.strip()]
@@ -23,6 +24,8 @@ def _languages(text: str) -> list[str]:
     if odd:
         raise XltError("--langs takes comma-separated language codes such as fr,ru,zh; "
                        f"got {', '.join(map(repr, odd))}")
+    for lang in languages:   # a typo would be a column of empty cells, as if its results were missing
+        check_language(lang)
     return languages
 
 

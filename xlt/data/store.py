@@ -28,6 +28,7 @@ from typing import BinaryIO, Iterable, Optional, Union
 import numpy as np
 
 from xlt import __version__
+from xlt.text.tokenize import check_language
 from xlt.text.vocab import EOS_ID, UNK_ID, Vocabulary
 from xlt.utils import log
 from xlt.utils.errors import PathLike, XltError, require_file
@@ -96,6 +97,7 @@ def binarize(source: PathLike, vocab: Union[Vocabulary, PathLike], lang: str, pr
     if vocab.languages and lang not in vocab.languages:
         # A mistyped language would encode every token of a prefixed vocabulary as <unk>, silently.
         raise XltError(f"language {lang!r} is not one of the vocabulary's ({', '.join(vocab.languages)})", vocab_path)
+    check_language(lang)   # a vocabulary without its .langs.json (fastBPE's own) names none: a typo goes into the header
     source = os.fspath(source)
     if source != "-":
         require_file(source, "input file")
