@@ -151,6 +151,13 @@ def test_bad_inputs_give_one_line(run_dir, parallel, tmp_path):
     res = run_xlt("cka", "compare", "--model-a", run_dir, "--lang-a", "de", "--text-a", en, "--lang-b", "fr",
                   "--text-b", fr, "-o", tmp_path / "x")
     assert_one_line_error(res, "'de'")
+    one = tmp_path / "one.en"
+    one.write_text(en.read_text().splitlines(keepends=True)[0])
+    res = run_xlt("cka", "compare", "--model-a", run_dir, "--lang-a", "en", "--text-a", one, "--lang-b", "en",
+                  "--text-b", one, "-o", tmp_path / "x")
+    assert_one_line_error(res, f"xlt cka compare: error: {one}: 1 sentence: CKA needs at least 2 parallel sentences")
+    res = run_xlt(*common, "--text-b", fr, "--n-sentences", "1", "-o", tmp_path / "x")   # the files are fine
+    assert_one_line_error(res, "error: --n-sentences 1: CKA needs at least 2 parallel sentences")
     assert not list(tmp_path.glob("x*"))
 
 

@@ -186,8 +186,8 @@ def test_atomic_outputs_get_the_usual_file_mode(tmp_path):
 
 
 @pytest.mark.parametrize("content, line, what", [
-    (b'{\n  "a": 1,\n  "b": "\xff"\n}\n', 3, "not UTF-8: byte 0xff"),
-    (b'{\n  "a": 1\n  "b": 2\n}\n', 3, "Expecting ',' delimiter, column 3"),
+    (b'{\n  "a": 1,\n  "b": "\xff"\n}\n', 3, "not valid UTF-8 (byte 9 of the line)"),   # as read_lines says it
+    (b'{\n  "a": 1\n  "b": 2\n}\n', 3, "not a valid results file (Expecting ',' delimiter, column 3)"),
 ])
 def test_a_damaged_json_file_is_named_with_its_line(tmp_path, content, line, what):
     from xlt.utils.textio import read_json
@@ -196,4 +196,4 @@ def test_a_damaged_json_file_is_named_with_its_line(tmp_path, content, line, wha
     path.write_bytes(content)
     with pytest.raises(XltError) as err:
         read_json(path, "results file")
-    assert str(err.value) == f"{path}:{line}: not a valid results file ({what})"
+    assert str(err.value) == f"{path}:{line}: {what}"

@@ -163,7 +163,9 @@ def compare(a: Side, b: Side, settings: CompareSettings, label: str, column: str
     n = min(length_a, settings.n_sentences) if settings.n_sentences else length_a
     least = 4 if settings.debiased else 2
     if n < least:  # found out here, not after encoding (with numpy's warnings about empty means first)
-        raise XltError(f"CKA needs at least {least} parallel sentences, {a.source} has {n}")
+        if n < length_a:   # the file has enough; --n-sentences cut it
+            raise XltError(f"--n-sentences {n}: CKA needs at least {least} parallel sentences")
+        raise XltError(f"{n} sentence{'s' * (n != 1)}: CKA needs at least {least} parallel sentences", a.source)
     runs: dict = {}
     A, layers_a = _compute_side(a, settings, n, runs)
     B, layers_b = _compute_side(b, settings, n, runs)

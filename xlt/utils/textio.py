@@ -304,7 +304,8 @@ def read_json(path: PathLike, what: str = "JSON file", format: Optional[str] = N
     try:
         data = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as e:
-        raise XltError(f"not a valid {what} (not UTF-8: byte 0x{raw[e.start]:02x})", path,
+        line_start = raw.rfind(b"\n", 0, e.start) + 1   # worded as read_lines words it: the byte within its line
+        raise XltError(f"not valid UTF-8 (byte {e.start - line_start + 1} of the line)", path,
                        raw.count(b"\n", 0, e.start) + 1) from None
     except json.JSONDecodeError as e:
         raise XltError(f"not a valid {what} ({e.msg}, column {e.colno})", path, e.lineno) from None
