@@ -290,6 +290,32 @@ def test_outputs_of_several_files_are_written_all_or_none(tmp_path, capsys):
     assert [p.name for p in (tmp_path / "report").iterdir()] == ["table1.tex"]
 
 
+def test_a_report_the_disk_fills_under_leaves_no_markdown_and_no_new_folder(tmp_path, capsys, monkeypatch):
+    # make targets NAME.md: it must not land before the other files, nor stay when one of them fails
+    (tmp_path / "results").mkdir()
+    report = tmp_path / "new" / "report"
+    real_fsync, real_replace, renamed = os.fsync, os.replace, []
+
+    def full_for_the_json(fd):
+        if os.readlink(f"/proc/self/fd/{fd}").startswith(f"{report / 'table1.json'}."):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_fsync(fd)
+
+    def replace(src, dst):
+        renamed.append(os.path.basename(dst))
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    command = ["-q", "report", "table1", "--results-dir", tmp_path / "results", "--langs", "fr", "-o", report]
+    res = run_in_process(capsys, *command)
+    assert res.returncode == 0 and renamed[-1] == "table1.md" and len(renamed) == 4, renamed
+    shutil.rmtree(tmp_path / "new")
+    monkeypatch.setattr(os, "fsync", full_for_the_json)
+    res = run_in_process(capsys, *command)
+    assert_one_line_error(res, f"{report / 'table1.json'}: cannot write (No space left on device)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results"]   # no report, and no empty new/report
+
+
 @pytest.mark.parametrize("args", [["bpe", "vocab", "--lang", "xx", "-o", "OUT", "IN"],
                                   ["baselines", "ner", "--train", "xx", "IN", "--eval", "en", "IN", "-o", "OUT"]])
 def test_an_unknown_language_is_one_line_and_writes_nothing(args, tmp_path, capsys):

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from xlt.cli.options import build_config, dataclass_options
 from xlt.utils.errors import XltError
 from xlt.utils.rundir import MetricsLog, check_same_config, cpu_model, exclusive_lock, write_run_description
-from xlt.utils.textio import atomic_output, read_lines, scratch_file
+from xlt.utils.textio import atomic_output, directory_for_outputs, read_lines, scratch_file
 
 
 @pytest.mark.parametrize("opener,suffix", [(open, ""), (gzip.open, ".gz"), (lzma.open, ".xz")])
@@ -101,6 +101,21 @@ def test_a_scratch_file_is_removed_whatever_the_exit_and_is_named_beside_its_pre
     with pytest.raises(XltError, match=r"/missing/joint: cannot write \(No such file or directory\)"):
         with scratch_file(str(tmp_path / "missing"), "joint"):
             pass
+
+
+def test_directories_made_for_failed_outputs_go_again_unless_they_hold_something(tmp_path):
+    with pytest.raises(ValueError):
+        with directory_for_outputs(tmp_path / "a" / "b" / "c"):
+            raise ValueError
+    assert os.listdir(tmp_path) == []
+    with pytest.raises(ValueError):
+        with directory_for_outputs(tmp_path / "a" / "b") as made:
+            (tmp_path / "a" / "landed.txt").write_text("an output that did land")
+            raise ValueError
+    assert made == str(tmp_path / "a" / "b") and sorted(os.listdir(tmp_path / "a")) == ["landed.txt"]
+    with directory_for_outputs(tmp_path / "a" / "b"):
+        pass
+    assert (tmp_path / "a" / "b").is_dir()
 
 
 def test_exclusive_lock_keeps_a_second_holder_out(tmp_path):

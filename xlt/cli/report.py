@@ -40,10 +40,8 @@ def _common(func: Callable) -> Callable:
 def _emit(table, output_dir: str, plot=None) -> None:
     from xlt.report.render import markdown, write_report
 
-    write_report(table, output_dir)
-    if plot is not None:
-        plot(output_dir)
-    click.echo(markdown(table), nl=False)
+    write_report(table, output_dir, plot)
+    click.echo(markdown(table), nl=False)   # after the files: `| head` still gets them written
 
 
 @click.group()

@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 from xlt.report import dynamics_plots, dynamics_tables
 from xlt.report.dynamics_emergence import analyse
 from xlt.report.dynamics_records import EmergenceRule, read_records
-from xlt.utils.textio import check_output_directory, make_directory
+from xlt.utils.textio import check_output_directory, directory_for_outputs
 
 
 def report(record_paths: Sequence[str], output_dir: str, rule: Optional[EmergenceRule] = None) -> str:
@@ -24,7 +24,7 @@ def report(record_paths: Sequence[str], output_dir: str, rule: Optional[Emergenc
     rule = rule or EmergenceRule()
     check_output_directory(output_dir)
     dynamics = analyse(read_records(list(record_paths)), rule)
-    make_directory(output_dir)
-    figures = dynamics_plots.plot_all(dynamics, output_dir)
-    dynamics_tables.write_all(dynamics, rule, [os.path.basename(f) for f in figures], output_dir)
+    with directory_for_outputs(output_dir):   # the figures first, the tables after, the Markdown last
+        figures = dynamics_plots.plot_all(dynamics, output_dir)
+        dynamics_tables.write_all(dynamics, rule, [os.path.basename(f) for f in figures], output_dir)
     return dynamics_tables.emergence_markdown(dynamics, rule)

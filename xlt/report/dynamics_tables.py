@@ -11,7 +11,7 @@ from typing import Optional
 
 from xlt.report.dynamics_emergence import FIRST, Emergence, RunDynamics, curve_name, steps_text
 from xlt.report.dynamics_records import Curve, EmergenceRule
-from xlt.utils.textio import atomic_output, write_json
+from xlt.utils.textio import json_text, written_together
 
 JSON_FORMAT = "xlt-dynamics-report/1"
 NAME = "dynamics"
@@ -165,9 +165,8 @@ def write_all(dynamics: list[RunDynamics], rule: EmergenceRule, figures: list[st
     paths = {"markdown": base + ".md", "csv": base + ".csv", "emergence": base + "-emergence.csv",
              "json": base + ".json"}
     texts = {"markdown": markdown(dynamics, rule, figures), "csv": values_csv(dynamics),
-             "emergence": emergence_csv(dynamics)}
-    for kind, text in texts.items():
-        with atomic_output(paths[kind]) as f:
-            f.write(text)
-    write_json(paths["json"], as_json(dynamics, rule, figures))
+             "emergence": emergence_csv(dynamics),
+             "json": json_text(as_json(dynamics, rule, figures))}
+    with written_together({paths[kind]: text for kind, text in texts.items()}):   # the Markdown, make's target, last
+        pass
     return paths

@@ -21,10 +21,10 @@ import csv
 import io
 import os
 from dataclasses import asdict, dataclass, field
-from typing import Optional
+from typing import Callable, Optional
 
 from xlt.report.findings import Finding
-from xlt.utils.textio import atomic_output, check_output_paths, make_directory, write_json
+from xlt.utils.textio import check_output_paths, directory_for_outputs, json_text, written_together
 
 REPORT_FORMAT = "xlt-report/1"
 
@@ -207,14 +207,19 @@ def as_json(table: ReportTable) -> dict:
             "sections": [_json_table(section) for section in table.sections]}
 
 
-def write_report(table: ReportTable, output_dir: str) -> dict[str, str]:
-    """``OUTPUT_DIR/<name>.{md,csv,tex,json}``, each written atomically; returns kind -> path."""
-    make_directory(output_dir)
+def write_report(table: ReportTable, output_dir: str, plot: Optional[Callable[[str], object]] = None) -> dict[str, str]:
+    """``OUTPUT_DIR/<name>.{md,csv,tex,json}`` and ``plot(OUTPUT_DIR)``'s figure, all or none; returns kind -> path.
+
+    Every file goes to its temporary first and the Markdown, which make targets, is renamed last: a
+    disk that fills on the way leaves no Markdown claiming a report whose other files are missing.
+    An output directory made here and left empty by a failure is removed again."""
     base = os.path.join(output_dir, table.name)
     paths = {"markdown": base + ".md", "csv": base + ".csv", "latex": base + ".tex", "json": base + ".json"}
-    check_output_paths(*paths.values(), base + ".png")   # all or none (the figure, where one is drawn, comes next)
-    for kind, render in (("markdown", markdown), ("csv", csv_text), ("latex", latex)):
-        with atomic_output(paths[kind]) as f:
-            f.write(render(table))
-    write_json(paths["json"], as_json(table))
+    texts = {"markdown": markdown(table), "csv": csv_text(table), "latex": latex(table),
+             "json": json_text(as_json(table))}
+    with directory_for_outputs(output_dir):
+        check_output_paths(*paths.values(), base + ".png")   # all or none: a directory in the way stops it first
+        with written_together({paths[kind]: text for kind, text in texts.items()}):
+            if plot is not None:
+                plot(output_dir)
     return paths

@@ -166,6 +166,28 @@ def make_directory(path: PathLike) -> str:
     return path
 
 
+@contextlib.contextmanager
+def directory_for_outputs(path: PathLike) -> Iterator[str]:
+    """:func:`make_directory` for the outputs a block writes: if the block fails, the directories
+    made here are removed again, from the deepest up, as long as they are empty (a full disk or a
+    kill leaves no empty folder that looks like a run)."""
+    path = os.path.abspath(path)
+    made, parent = [], path
+    while not os.path.lexists(parent):
+        made.append(parent)
+        parent = os.path.dirname(parent)
+    make_directory(path)
+    try:
+        yield path
+    except BaseException:
+        for directory in made:   # deepest first
+            try:
+                os.rmdir(directory)
+            except OSError:   # not empty (another writer's, or outputs of ours that did land): kept
+                break
+        raise
+
+
 def _special_file(path: str) -> bool:
     """Whether ``path`` exists and is neither a regular file nor a directory (a device, a FIFO)."""
     try:
@@ -286,11 +308,26 @@ def atomic_output(path: Optional[PathLike], mode: str = "w", encoding: Optional[
             os.fsync(f.fileno())
 
 
+@contextlib.contextmanager
+def written_together(texts: dict[str, str]) -> Iterator[None]:
+    """Write each text to its path (:func:`atomic_output`), all or none: nothing is renamed into place
+    before the block (drawing a figure, say) has run, and the path named first (the one make
+    targets) is renamed last, so it never claims a set whose other files are missing."""
+    with contextlib.ExitStack() as renames:   # left in reverse order of entry
+        for path, text in texts.items():
+            renames.enter_context(atomic_output(path)).write(text)   # written while innermost: a refusal names it
+        yield
+
+
+def json_text(obj: object) -> str:
+    """``obj`` as the indented JSON every xlt file holds."""
+    return json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
+
+
 def write_json(path: PathLike, obj: object) -> None:
     """Write ``obj`` as indented JSON, atomically."""
     with atomic_output(path) as f:
-        json.dump(obj, f, indent=2, ensure_ascii=False, sort_keys=False)
-        f.write("\n")
+        f.write(json_text(obj))
 
 
 def read_json(path: PathLike, what: str = "JSON file", format: Optional[str] = None) -> Any:
