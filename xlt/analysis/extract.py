@@ -321,7 +321,8 @@ def extract_to_files(model_spec: str, lang: str, input_path: str, output: str, l
 
     from xlt.utils.textio import file_sha256
     from xlt.utils.errors import require_file
-    from xlt.utils.textio import atomic_path, check_output_paths, read_lines, reserve_disk_space, write_json
+    from xlt.utils.textio import (atomic_path, check_output_paths, json_text, read_lines, reserve_disk_space,
+                                  superseded)
 
     if level not in LEVELS:
         raise XltError(f"unknown level {level!r} (one of: {', '.join(LEVELS)})")
@@ -339,7 +340,10 @@ def extract_to_files(model_spec: str, lang: str, input_path: str, output: str, l
     run.check_language(lang)  # unknown language -> one-line error before any work
     model = load_model(run, random_seed)
     layers = resolve_layers(run.n_layers, layers)
-    with atomic_path(prefix + ".npy") as tmp_npy, atomic_path(prefix + ".index.npz") as tmp_index:
+    # the header, entered first, is renamed last and its old version removed before any rename:
+    # whatever a kill interrupts, a header never stands beside vectors it does not describe
+    with atomic_path(prefix + ".json") as tmp_header, atomic_path(prefix + ".npy") as tmp_npy, \
+            atomic_path(prefix + ".index.npz") as tmp_index, superseded(prefix + ".json"):
         def allocate(shape):
             array = np.lib.format.open_memmap(tmp_npy, mode="w+", dtype=np.float32, shape=shape)
             reserve_disk_space(tmp_npy, prefix + ".npy")
@@ -362,21 +366,22 @@ def extract_to_files(model_spec: str, lang: str, input_path: str, output: str, l
             arrays["token_ids"] = index.token_ids
         with open(tmp_index, "wb") as f:
             np.savez(f, **arrays)
-    described = run.describe()
-    header = {
-        "run": run.source, "checkpoint": checkpoint if isinstance(run, PretrainedRun) else None, "step": run.step,
-        "model": described["model"] if random_seed is None else f"random:{random_seed}", "kind": described["kind"],
-        "lang": lang, "level": level,
-        "pooling": {"word": pooling, "sentence": "mean"}.get(level),
-        "include_specials": include_specials if level != "word" else False,
-        "layers": layers, "shape": shape, "dtype": "float32",
-        "input": os.path.abspath(input_path) if input_path != "-" else "-",
-        "input_sha256": file_sha256(input_path) if input_path != "-" else None,
-        # -q drops the log line: the header is where a cut is recorded for good.
-        "count": len(lines), "truncated": index.truncated,
-        "truncated_lines": [i + 1 for i in index.truncated_sentences],
-        "vectors": os.path.basename(prefix + ".npy"), "index": os.path.basename(prefix + ".index.npz"),
-    }
-    write_json(prefix + ".json", header)
+        described = run.describe()
+        header = {
+            "run": run.source, "checkpoint": checkpoint if isinstance(run, PretrainedRun) else None, "step": run.step,
+            "model": described["model"] if random_seed is None else f"random:{random_seed}", "kind": described["kind"],
+            "lang": lang, "level": level,
+            "pooling": {"word": pooling, "sentence": "mean"}.get(level),
+            "include_specials": include_specials if level != "word" else False,
+            "layers": layers, "shape": shape, "dtype": "float32",
+            "input": os.path.abspath(input_path) if input_path != "-" else "-",
+            "input_sha256": file_sha256(input_path) if input_path != "-" else None,
+            # -q drops the log line: the header is where a cut is recorded for good.
+            "count": len(lines), "truncated": index.truncated,
+            "truncated_lines": [i + 1 for i in index.truncated_sentences],
+            "vectors": os.path.basename(prefix + ".npy"), "index": os.path.basename(prefix + ".index.npz"),
+        }
+        with open(tmp_header, "w", encoding="utf-8") as f:
+            f.write(json_text(header))
     log.info(f"{prefix}.npy: {json.dumps(shape)} ({level}, layers {','.join(map(str, layers))})")
     return header

@@ -19,7 +19,6 @@ files chunk by chunk); the three files are renamed into place only when everythi
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from array import array
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ from xlt.text.tokenize import check_language
 from xlt.text.vocab import EOS_ID, UNK_ID, Vocabulary
 from xlt.utils import log
 from xlt.utils.errors import PathLike, XltError, require_file
-from xlt.utils.textio import atomic_path, file_sha256, read_json, read_lines
+from xlt.utils.textio import atomic_path, file_sha256, json_text, read_json, read_lines, superseded
 
 FORMAT = "xlt-token-store"
 FORMAT_VERSION = 1
@@ -97,7 +96,7 @@ def binarize(source: PathLike, vocab: Union[Vocabulary, PathLike], lang: str, pr
     if vocab.languages and lang not in vocab.languages:
         # A mistyped language would encode every token of a prefixed vocabulary as <unk>, silently.
         raise XltError(f"language {lang!r} is not one of the vocabulary's ({', '.join(vocab.languages)})", vocab_path)
-    check_language(lang)   # a vocabulary without its .langs.json (fastBPE's own) names none: a typo goes into the header
+    check_language(lang)   # a vocabulary without .langs.json names none: a typo would go into the header
     source = os.fspath(source)
     if source != "-":
         require_file(source, "input file")
@@ -131,8 +130,8 @@ def binarize(source: PathLike, vocab: Union[Vocabulary, PathLike], lang: str, pr
             "created_by": {"xlt_version": __version__, "command": command or "xlt.data.store.binarize"},
         }
         with open(tmp_header, "w", encoding="utf-8") as f:
-            json.dump(header, f, indent=2, ensure_ascii=False)
-            f.write("\n")
+            f.write(json_text(header))
+        renames.enter_context(superseded(paths.header))   # an old header never describes the new .bin
     return header
 
 

@@ -15,6 +15,7 @@ at a time.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import math
 import os
 import re
@@ -28,8 +29,8 @@ import numpy as np
 from xlt import __version__
 from xlt.utils import log
 from xlt.utils.errors import PathLike, XltError
-from xlt.utils.textio import (atomic_output, check_output_paths, file_sha256, read_lines, read_numbered_lines,
-                              write_json)
+from xlt.utils.textio import (atomic_output, check_output_paths, file_sha256, json_text, read_lines,
+                              read_numbered_lines, superseded)
 
 # MUSE separates the columns by one tab or space; other whitespace (e.g. U+00A0) belongs to words.
 _COLUMN_SEPARATOR = re.compile(r"[ \t]+")
@@ -224,14 +225,17 @@ def codeswitch_file(input_path: PathLike, output_path: Optional[PathLike], dicti
     """
     check_output_paths(*(p for p in (output_path, report_path) if p is not None and os.fspath(p) != "-"))
     switcher = CodeSwitcher(Dictionary.load(dictionary_path), config)
-    with atomic_output(output_path) as out:
+    with contextlib.ExitStack() as outputs:   # the report renamed before the output, the old output removed first
+        out = outputs.enter_context(atomic_output(output_path))
         with log.progress("codeswitch", unit="lines") as bar:
             for line in switcher.switch_lines(read_lines(input_path)):
                 out.write(line + "\n")
                 bar.advance(1)
         report = {**switcher.report(), "input": str(input_path), "output": str(output_path or "-")}
-        if report_path is not None:   # within the output's block: a report that cannot be written takes it along
-            write_json(report_path, report)
+        if report_path is not None:   # opened only now, so that a refused write of the output is named as its own
+            outputs.enter_context(atomic_output(report_path)).write(json_text(report))
+        if output_path is not None and os.fspath(output_path) != "-":
+            outputs.enter_context(superseded(output_path))
     counts = report["counts"]
     log.info(f"codeswitch: replaced {counts['words_replaced']:,} of {counts['words_seen']:,} words "
              f"({counts['words_in_dictionary']:,} in the dictionary), {counts['distinct_anchors_added']:,} "

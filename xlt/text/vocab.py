@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Optional, Sequence
 
 from xlt.utils.errors import PathLike, XltError, require_file
-from xlt.utils.textio import atomic_output, check_output_paths, file_sha256, read_json, read_lines, write_json
+from xlt.utils.textio import check_output_paths, file_sha256, json_text, read_json, read_lines, written_together
 
 BOS, EOS, PAD, UNK, MASK = "<s>", "</s>", "<pad>", "<unk>", "<mask>"
 SPECIALS = (BOS, EOS, PAD, UNK, MASK)
@@ -131,15 +131,16 @@ class Vocabulary:
     def save(self, path: PathLike) -> None:
         """Write the fastBPE file (atomically) and, if ownership is known, its sidecar."""
         text = self.file_text()
+        sha256 = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        texts = {os.fspath(path): text}   # the vocabulary renamed last: its old sidecar never passes as the new one's
         if self.languages:
-            check_output_paths(path, os.fspath(path) + SIDECAR_SUFFIX)   # both or neither
-        with atomic_output(path) as f:
-            f.write(text)
-        self.sha256 = hashlib.sha256(text.encode("utf-8")).hexdigest()
-        if self.languages:
-            write_json(os.fspath(path) + SIDECAR_SUFFIX, {
+            texts[os.fspath(path) + SIDECAR_SUFFIX] = json_text({
                 "format": SIDECAR_FORMAT, "languages": self.languages, "prefix_lang": self.prefix_lang,
-                "vocab_sha256": self.sha256, "owners": self.owners})
+                "vocab_sha256": sha256, "owners": self.owners})
+            check_output_paths(*texts)   # both or neither: a sidecar in the way is found before the vocabulary
+        with written_together(texts):
+            pass
+        self.sha256 = sha256
 
     @classmethod
     def from_counts(cls, counts: dict[str, int], languages: Sequence[str] = (),

@@ -309,13 +309,25 @@ def atomic_output(path: Optional[PathLike], mode: str = "w", encoding: Optional[
 
 
 @contextlib.contextmanager
+def superseded(path: PathLike) -> Iterator[None]:
+    """Remove the old ``path`` once the block has succeeded. Entered last (innermost) among the
+    outputs of a set whose ``path`` says the set is complete (a header, make's target), it runs
+    before their renames: the old ``path`` never stands beside new files of another run, and a kill
+    between the renames leaves a set without it, which readers refuse and make builds again."""
+    yield
+    if os.path.isfile(path) and not os.path.islink(path):
+        os.unlink(path)
+
+
+@contextlib.contextmanager
 def written_together(texts: dict[str, str]) -> Iterator[None]:
     """Write each text to its path (:func:`atomic_output`), all or none: nothing is renamed into place
     before the block (drawing a figure, say) has run, and the path named first (the one make
-    targets) is renamed last, so it never claims a set whose other files are missing."""
+    targets) is renamed last, its old version removed first (:func:`superseded`)."""
     with contextlib.ExitStack() as renames:   # left in reverse order of entry
         for path, text in texts.items():
             renames.enter_context(atomic_output(path)).write(text)   # written while innermost: a refusal names it
+        renames.enter_context(superseded(next(iter(texts))))
         yield
 
 
