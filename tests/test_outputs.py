@@ -316,6 +316,20 @@ def test_a_report_the_disk_fills_under_leaves_no_markdown_and_no_new_folder(tmp_
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results"]   # no report, and no empty new/report
 
 
+def test_a_removed_working_directory_is_one_line(tmp_path):
+    (tmp_path / "in.txt").write_text("Hello, world.\n")
+    gone = tmp_path / "gone"
+    gone.mkdir()
+
+    def stand_in_a_removed_directory():
+        os.chdir(gone)
+        os.rmdir(gone)
+
+    res = run_xlt("tokenize", "--lang", "en", tmp_path / "in.txt", "-o", "out.tok",
+                  preexec_fn=stand_in_a_removed_directory)
+    assert_one_line_error(res, "the working directory was removed while in use")
+
+
 @pytest.mark.parametrize("args", [["bpe", "vocab", "--lang", "xx", "-o", "OUT", "IN"],
                                   ["baselines", "ner", "--train", "xx", "IN", "--eval", "en", "IN", "-o", "OUT"]])
 def test_an_unknown_language_is_one_line_and_writes_nothing(args, tmp_path, capsys):

@@ -270,9 +270,21 @@ def _run(argv: list[str]) -> None:
         click.echo(f"{_state['command']}: terminated", err=True)
         sys.exit(EXIT_TERMINATED)
     except OSError as e:
+        if not _state["debug"] and isinstance(e, FileNotFoundError) and not _working_directory_exists():
+            fail("the working directory was removed while in use (cd into one that exists)")
         if _state["debug"] or not _stdout_refused(e):
             raise
         fail(f"<stdout>: cannot write ({e.strerror or e})")
+
+
+def _working_directory_exists() -> bool:
+    # a relative path given to os.path.abspath asks for the working directory, which a shell may
+    # still stand in after it was removed: every relative name is then "not found"
+    try:
+        os.getcwd()
+        return True
+    except FileNotFoundError:
+        return False
 
 
 if __name__ == "__main__":
