@@ -277,6 +277,37 @@ def test_sigterm_leaves_no_temporary_behind(tmp_path):
     assert tmp_names(tmp_path) == [] and not out.exists()
 
 
+def children_of(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:   # gone meanwhile
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def test_tokenize_workers_die_with_a_parent_killed_outright(tmp_path):
+    # SIGKILL gives the parent no chance to stop its pool: the workers must not live on, nor print
+    # BrokenPipeError tracebacks into the terminal once they find the parent's pipe closed
+    (tmp_path / "in.txt").write_text("Hello, world. This is one of many lines.\n" * 400_000)
+    proc = subprocess.Popen([sys.executable, "-m", "xlt", "tokenize", "--workers", "2", "--lang", "en",
+                             str(tmp_path / "in.txt"), "-o", str(tmp_path / "out.tok")], stderr=subprocess.PIPE, text=True)
+    while not tmp_names(tmp_path) or len(children_of(proc.pid)) < 2:   # writing, with its workers
+        assert proc.poll() is None, proc.stderr.read()
+        time.sleep(0.05)
+    time.sleep(0.5)   # results are flowing
+    workers = children_of(proc.pid)
+    proc.kill()
+    stderr = proc.communicate(timeout=60)[1]   # its end: every process holding stderr, the workers too, is gone
+    assert proc.returncode == -signal.SIGKILL and "Traceback" not in stderr, stderr
+    assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()
+                and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
+
+
 def test_outputs_of_several_files_are_written_all_or_none(tmp_path, capsys):
     (tmp_path / "en.bpe").write_text("a b c\n")
     (tmp_path / "vocab.langs.json").mkdir()   # the sidecar cannot be written: the vocabulary is not either

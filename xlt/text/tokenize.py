@@ -23,9 +23,12 @@ So the output always has exactly as many lines as the input.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import logging
 import multiprocessing
+import os
+import signal
 import time
 import unicodedata
 from collections import deque
@@ -193,9 +196,23 @@ def _jieba_segmenter():
 _worker_tokenizer: Optional[Tokenizer] = None
 
 
-def _init_worker(config: TokenizerConfig) -> None:
+def _init_worker(config: TokenizerConfig, parent: int) -> None:
     global _worker_tokenizer
+    _die_with(parent)
     _worker_tokenizer = Tokenizer.from_config(config)
+
+
+def _die_with(parent: int) -> None:
+    """On Linux, a worker gets SIGKILL when its parent dies (PR_SET_PDEATHSIG). A parent killed
+    outright (SIGKILL, the OOM killer) cannot stop its pool; its workers lived on until their next
+    result met the closed pipe, then printed multiprocessing's BrokenPipeError tracebacks."""
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):   # not Linux: the workers stop at the closed pipe, as before
+        return
+    prctl(1, signal.SIGKILL)   # 1: PR_SET_PDEATHSIG
+    if os.getppid() != parent:   # the parent died before the call: no signal will come
+        os._exit(1)
 
 
 def _tokenize_chunk(lines: list[str]) -> list[str]:
@@ -225,7 +242,7 @@ def tokenize_chunks(chunks: Iterable[list[str]], config: TokenizerConfig, worker
             yield [tokenizer.tokenize(line) for line in chunk]
         return
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    with multiprocessing.get_context(method).Pool(workers, _init_worker, (config,)) as pool:
+    with multiprocessing.get_context(method).Pool(workers, _init_worker, (config, os.getpid())) as pool:
         pending: deque[AsyncResult] = deque()
         for chunk in chunks:
             pending.append(pool.apply_async(_tokenize_chunk, (chunk,)))
