@@ -23,8 +23,8 @@ from finetune_toy import build_toy_world
 from pretrain_fixtures import build_inputs, tiny_args
 
 from xlt.utils.errors import XltError
+from xlt.utils.outputs import atomic_path, make_directory
 from xlt.utils.rundir import exclusive_lock
-from xlt.utils.textio import atomic_path, make_directory
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -18,8 +18,9 @@ from click.testing import CliRunner
 
 from xlt.cli.options import build_config, dataclass_options
 from xlt.utils.errors import XltError
+from xlt.utils.outputs import atomic_output, directory_for_outputs, scratch_file
 from xlt.utils.rundir import MetricsLog, check_same_config, cpu_model, exclusive_lock, write_run_description
-from xlt.utils.textio import atomic_output, directory_for_outputs, read_lines, scratch_file
+from xlt.utils.textio import read_lines
 
 
 @pytest.mark.parametrize("opener,suffix", [(open, ""), (gzip.open, ".gz"), (lzma.open, ".xz")])
@@ -91,7 +92,8 @@ def test_a_signal_just_after_the_temporary_is_made_leaves_none_behind(tmp_path, 
 
 def test_a_scratch_file_is_removed_whatever_the_exit_and_is_named_beside_its_prefix(tmp_path):
     with scratch_file(str(tmp_path), "joint") as name:
-        assert os.path.dirname(name) == str(tmp_path) and os.path.basename(name).startswith(f"joint.{os.getpid()}-")
+        assert os.path.dirname(name) == str(tmp_path) and f"-{os.getpid()}-" in os.path.basename(name)
+        assert os.path.basename(name).startswith("joint.")
         assert os.path.getsize(name) == 0
     assert os.listdir(tmp_path) == []
     with pytest.raises(ValueError):
@@ -116,6 +118,23 @@ def test_directories_made_for_failed_outputs_go_again_unless_they_hold_something
     with directory_for_outputs(tmp_path / "a" / "b"):
         pass
     assert (tmp_path / "a" / "b").is_dir()
+
+
+def test_the_next_writer_removes_what_a_writer_killed_outright_left(tmp_path):
+    # SIGKILL leaves a temporary; its pid, dead now, tells the next writer of the file that it is stale
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    with scratch_file(str(tmp_path), "out.txt") as mine:
+        tag = os.path.basename(mine).split(".")[2].split("-")[0]
+    left = {"dead": f"out.txt.{tag}-{dead}-0123abcd.tmp",   # this machine's, its writer gone: removed
+            "alive": f"out.txt.{tag}-{os.getppid()}-0123abcd.tmp",   # a live writer's: kept
+            "elsewhere": f"out.txt.ffffff-{dead}-0123abcd.tmp",   # another machine's (shared disk): kept
+            "other file": f"other.txt.{tag}-{dead}-0123abcd.tmp"}   # another output's: its own writer's business
+    for name in left.values():
+        (tmp_path / name).write_text("torn")
+    with atomic_output(tmp_path / "out.txt") as f:
+        f.write("whole")
+    assert sorted(os.listdir(tmp_path)) == sorted([left["alive"], left["elsewhere"], left["other file"], "out.txt"])
 
 
 def test_exclusive_lock_keeps_a_second_holder_out(tmp_path):
@@ -188,7 +207,7 @@ def test_dataclass_options_round_trip():
 
 
 def test_atomic_outputs_get_the_usual_file_mode(tmp_path):
-    from xlt.utils.textio import atomic_path
+    from xlt.utils.outputs import atomic_path
 
     with atomic_output(tmp_path / "a") as f:
         f.write("x")

@@ -43,7 +43,8 @@ from xlt.loader.text_model import load_text_model
 from xlt.model.protocol import TextModel
 from xlt.utils import log
 from xlt.utils.errors import XltError, require_file
-from xlt.utils.textio import atomic_path, file_sha256, read_lines
+from xlt.utils.outputs import atomic_path
+from xlt.utils.textio import file_sha256, read_lines
 
 KS = (1, 5, 10)
 

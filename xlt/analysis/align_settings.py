@@ -13,7 +13,7 @@ from typing import Optional
 
 from xlt.utils.checkpoint_names import CHECKPOINT_HELP, FINETUNED_HELP, check_checkpoint_name
 from xlt.utils.errors import XltError, require_file
-from xlt.utils.textio import check_output_paths
+from xlt.utils.outputs import check_output_paths
 
 # The defaults of the searches and of the normalization (xlt.analysis.retrieval and .procrustes use them).
 ITERNORM_ROUNDS = 5  # Zhang et al. (2019)

@@ -18,7 +18,8 @@ from typing import Sequence
 import numpy as np
 
 from xlt.utils.errors import PathLike, XltError
-from xlt.utils.textio import atomic_output, read_json, write_json
+from xlt.utils.outputs import atomic_output, write_json
+from xlt.utils.textio import read_json
 
 COLUMN_FORMAT = "xlt-cka/1"
 TABLE_FORMAT = "xlt-cka-table/1"

@@ -319,10 +319,9 @@ def extract_to_files(model_spec: str, lang: str, input_path: str, output: str, l
     import json
     import os
 
-    from xlt.utils.textio import file_sha256
     from xlt.utils.errors import require_file
-    from xlt.utils.textio import (atomic_path, check_output_paths, json_text, read_lines, reserve_disk_space,
-                                  superseded)
+    from xlt.utils.outputs import atomic_path, check_output_paths, json_text, reserve_disk_space, superseded
+    from xlt.utils.textio import file_sha256, read_lines
 
     if level not in LEVELS:
         raise XltError(f"unknown level {level!r} (one of: {', '.join(LEVELS)})")

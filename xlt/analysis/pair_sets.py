@@ -26,7 +26,7 @@ import numpy as np
 
 from xlt.analysis.dictionaries import read_muse_dictionary
 from xlt.utils.errors import XltError
-from xlt.utils.textio import atomic_output
+from xlt.utils.outputs import atomic_output
 
 Pair = tuple[str, str]
 

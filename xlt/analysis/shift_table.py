@@ -12,7 +12,8 @@ from typing import Optional, Sequence
 
 from xlt.utils.errors import PathLike, XltError
 from xlt.utils.log import print_table
-from xlt.utils.textio import atomic_output, read_json, write_json
+from xlt.utils.outputs import atomic_output, write_json
+from xlt.utils.textio import read_json
 
 RESULT_FORMAT = "xlt-shift-decode/1"  # what ``translate`` writes (here: no torch import for xlt report)
 

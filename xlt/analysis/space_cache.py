@@ -31,8 +31,9 @@ import numpy as np
 
 from xlt.utils import log
 from xlt.utils.errors import XltError
+from xlt.utils.outputs import atomic_path
 from xlt.utils.rundir import exclusive_lock
-from xlt.utils.textio import atomic_path, file_sha256
+from xlt.utils.textio import file_sha256
 
 FORMAT = 1
 

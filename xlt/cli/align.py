@@ -91,7 +91,7 @@ def _show(result: dict) -> None:
 def _write(result: dict, output: str) -> None:
     import json
 
-    from xlt.utils.textio import atomic_output
+    from xlt.utils.outputs import atomic_output
 
     with atomic_output(output) as f:
         json.dump(result, f, indent=2, ensure_ascii=False)

@@ -62,7 +62,7 @@ def extract(run_dir: str, lang: str, level: str, pooling: str, layers: Optional[
 def _prefix(output: str, suffix: str, *extensions: str) -> str:
     """``output`` without ``suffix``, once every file PREFIX+extension can be written (checked before
     the work, so a bad -o does not fail after it, or between two of the outputs)."""
-    from xlt.utils.textio import check_output_paths
+    from xlt.utils.outputs import check_output_paths
 
     prefix = output[:-len(suffix)] if output.endswith(suffix) else output
     check_output_paths(*(prefix + extension for extension in extensions or (suffix,)))
@@ -219,7 +219,7 @@ def means(run_dir, lang, n_sentences, include_specials, checkpoint, batch_size, 
       xlt shift-decode means --model runs/en-fr --lang fr --n-sentences 10000 held-out.fr -o means.fr.npz
     """
     from xlt.analysis.shift import compute_means
-    from xlt.utils.textio import check_output_paths
+    from xlt.utils.outputs import check_output_paths
 
     check_output_paths(output)
     compute_means(run_dir, lang, text, output, n_sentences, include_specials, checkpoint, batch_size, device)

@@ -125,7 +125,7 @@ class _BadOutput(click.ClickException):
 class OutputPath(click.Path):
     """An output checked when the command line is read, before any input is read or model loaded:
     ``kind`` "file" (``-``: stdout), "prefix" (the beginning of several files' names) or "directory"
-    (written, or created when absent). See :func:`xlt.utils.textio.check_output_paths`."""
+    (written, or created when absent). See :func:`xlt.utils.outputs.check_output_paths`."""
 
     def __init__(self, kind: str = "file", **kwargs: Any):
         if kind == "directory":
@@ -137,7 +137,7 @@ class OutputPath(click.Path):
         value = super().convert(value, param, ctx)
         if value == "-" and self.kind == "file":
             return value
-        from xlt.utils.textio import check_output_directory, check_output_paths
+        from xlt.utils.outputs import check_output_directory, check_output_paths
 
         try:
             if self.kind == "directory":

@@ -35,10 +35,10 @@ from pathlib import Path
 from typing import BinaryIO, Callable, Literal, Optional, Union
 
 from xlt import __version__
-from xlt.utils.textio import file_sha256
 from xlt.utils import log
 from xlt.utils.errors import XltError
-from xlt.utils.textio import atomic_path, read_numbered_lines
+from xlt.utils.outputs import atomic_path
+from xlt.utils.textio import file_sha256, read_numbered_lines
 
 RECIPE_FILES = Path(__file__).resolve().parent / "recipe_files"
 DOWNLOAD_TIMEOUT_S = 60

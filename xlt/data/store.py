@@ -31,7 +31,8 @@ from xlt.text.tokenize import check_language
 from xlt.text.vocab import EOS_ID, UNK_ID, Vocabulary
 from xlt.utils import log
 from xlt.utils.errors import PathLike, XltError, require_file
-from xlt.utils.textio import atomic_path, file_sha256, json_text, read_json, read_lines, superseded
+from xlt.utils.outputs import atomic_path, json_text, superseded
+from xlt.utils.textio import file_sha256, read_json, read_lines
 
 FORMAT = "xlt-token-store"
 FORMAT_VERSION = 1

@@ -22,7 +22,8 @@ from typing import Optional, Sequence
 import numpy as np
 
 from xlt.utils.errors import PathLike, XltError
-from xlt.utils.textio import atomic_output, read_numbered_lines
+from xlt.utils.outputs import atomic_output
+from xlt.utils.textio import read_numbered_lines
 
 
 @dataclass

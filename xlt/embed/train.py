@@ -22,7 +22,7 @@ from xlt.embed.corpus import JointCorpus
 from xlt.embed.formats import write_word2vec
 from xlt.utils import log
 from xlt.utils.errors import XltError
-from xlt.utils.textio import check_output_paths, output_directory, write_json
+from xlt.utils.outputs import check_output_paths, output_directory, write_json
 
 FORMAT = "xlt-embeddings"
 SHARED_SPACE = "joint training on the interleaved text of all languages, no language prefix (Liu et al. 2020)"

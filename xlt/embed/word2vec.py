@@ -20,7 +20,7 @@ from xlt.embed.config import EmbedConfig
 from xlt.embed.corpus import JointCorpus
 from xlt.utils import log
 from xlt.utils.errors import XltError
-from xlt.utils.textio import scratch_file
+from xlt.utils.outputs import scratch_file
 
 _EPOCH_PROGRESS = re.compile(r"EPOCH (\d+) ?- PROGRESS: at ([0-9.]+)%")
 _EPOCH_END = re.compile(r"EPOCH (\d+): training on")

@@ -33,7 +33,8 @@ from xlt.finetune.registry import get_task
 from xlt.finetune.task import Task
 from xlt.text.tokenize import check_language
 from xlt.utils.errors import XltError
-from xlt.utils.textio import check_output_paths, file_sha256, write_json
+from xlt.utils.outputs import check_output_paths, write_json
+from xlt.utils.textio import file_sha256
 
 BASELINES_FORMAT = "xlt-baselines/1"
 

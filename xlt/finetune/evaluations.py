@@ -22,7 +22,8 @@ from xlt.finetune.runfiles import RunFiles
 from xlt.finetune.trainer import RunTrainer
 from xlt.model.encoder import LayerHook
 from xlt.utils import log
-from xlt.utils.textio import atomic_output, file_sha256, read_json, write_json
+from xlt.utils.outputs import atomic_output, write_json
+from xlt.utils.textio import file_sha256, read_json
 
 if TYPE_CHECKING:
     from xlt.finetune.plan import FinetunePlan

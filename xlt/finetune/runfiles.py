@@ -17,8 +17,9 @@ import os
 from dataclasses import dataclass
 from typing import Any, Iterator, Optional
 
+from xlt.utils.outputs import remove_stale_temporaries
 from xlt.utils.rundir import exclusive_lock
-from xlt.utils.textio import read_json, remove_stale_temporaries
+from xlt.utils.textio import read_json
 
 
 # What `xlt finetune` writes in OUTPUT itself (each through atomic_path), under OUTPUT/lock.

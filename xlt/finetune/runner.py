@@ -49,8 +49,9 @@ from xlt.model.interventions import LayerMap, TargetShift, load_map, load_shift
 from xlt.utils import log
 from xlt.utils.device import resolve_device
 from xlt.utils.errors import XltError
+from xlt.utils.outputs import atomic_output, make_directory, write_json
 from xlt.utils.rundir import environment, exclusive_lock, write_run_description
-from xlt.utils.textio import atomic_output, file_sha256, make_directory, read_json, write_json
+from xlt.utils.textio import file_sha256, read_json
 
 RESULTS_FORMAT = "xlt-finetune-results/1"
 EXIT_OK, EXIT_FAILED, EXIT_BUSY = 0, 1, 75  # 75 = EX_TEMPFAIL: runs held by another process, try later

@@ -51,9 +51,9 @@ from xlt.pretrain.checkpoint import save_checkpoint
 from xlt.text.pipeline import TextPipeline
 from xlt.utils import log
 from xlt.utils.errors import XltError
+from xlt.utils.outputs import write_json
 from xlt.utils.rundir import MetricsLog
 from xlt.utils.seed import rng_state, seed_everything, set_rng_state
-from xlt.utils.textio import write_json
 
 EMBEDDING_PREFIXES = ("token_embeddings.", "position_embeddings.", "language_embeddings.", "embedding_norm.")
 # What best-epoch{E}.pt and state.pt hold of a model: the trainable encoder tensors by name and the

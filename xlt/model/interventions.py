@@ -51,7 +51,8 @@ from torch import Tensor
 
 from xlt.model.encoder import LayerHook
 from xlt.utils.errors import XltError, require_file
-from xlt.utils.textio import atomic_path, check_output_paths, file_sha256, make_directory, read_json, write_json
+from xlt.utils.outputs import atomic_path, check_output_paths, make_directory, write_json
+from xlt.utils.textio import file_sha256, read_json
 
 MAP_FORMAT = "xlt-layer-map/1"
 MAP_HEADER = "map.json"

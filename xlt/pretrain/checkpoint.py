@@ -14,7 +14,7 @@ from typing import Any, BinaryIO
 import torch
 
 from xlt.utils.errors import PathLike
-from xlt.utils.textio import atomic_path
+from xlt.utils.outputs import atomic_path
 
 
 class _KeptErrors:

@@ -193,7 +193,7 @@ def export_hf(run_dir: str, output: str, lang: Optional[str] = None, checkpoint:
 
     from xlt.model.hf import quiet_transformers
     from xlt.model.xlt_run import PretrainedRun
-    from xlt.utils.textio import write_json
+    from xlt.utils.outputs import write_json
 
     if os.path.exists(output) and (not os.path.isdir(output) or os.listdir(output)):
         raise XltError("output exists and is not an empty directory", output)

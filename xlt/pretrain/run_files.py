@@ -16,8 +16,9 @@ from typing import Any, Iterator, Mapping, Optional
 from xlt.data.store import TokenStore
 from xlt.text.tokenize import TokenizerConfig
 from xlt.utils.errors import XltError
+from xlt.utils.outputs import atomic_path, remove_stale_temporaries, write_json
 from xlt.utils.rundir import write_run_description
-from xlt.utils.textio import atomic_path, file_sha256, read_json, remove_stale_temporaries, write_json
+from xlt.utils.textio import file_sha256, read_json
 
 STORE_HEADER_KEYS = ("vocab_sha256", "n_sentences", "n_tokens", "source_sha256", "unk_rate")
 # The settings that name input files: a run whose inputs moved (a work directory copied to another

@@ -38,9 +38,9 @@ from xlt.pretrain.unigram import unigram_log_probs
 from xlt.text.vocab import Vocabulary
 from xlt.utils import log
 from xlt.utils.errors import Terminated, XltError
+from xlt.utils.outputs import make_directory
 from xlt.utils.rundir import MetricsLog, check_same_config, exclusive_lock
 from xlt.utils.seed import rng_state, seed_everything, set_rng_state
-from xlt.utils.textio import make_directory
 
 EVAL_MASK_SEED = 12345  # dev perplexity always uses the same masks, whatever the training seed
 

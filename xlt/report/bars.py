@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
-from xlt.utils.textio import atomic_path, make_directory
+from xlt.utils.outputs import atomic_path, make_directory
 
 
 @dataclass

@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from xlt.utils import log
-from xlt.utils.textio import atomic_path
+from xlt.utils.outputs import atomic_path
 
 
 def heatmap(values: np.ndarray, row_labels: Sequence[str], column_labels: Sequence[str], path: str,

@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 from xlt.report import dynamics_plots, dynamics_tables
 from xlt.report.dynamics_emergence import analyse
 from xlt.report.dynamics_records import EmergenceRule, read_records
-from xlt.utils.textio import check_output_directory, directory_for_outputs
+from xlt.utils.outputs import check_output_directory, directory_for_outputs
 
 
 def report(record_paths: Sequence[str], output_dir: str, rule: Optional[EmergenceRule] = None) -> str:

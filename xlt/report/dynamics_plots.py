@@ -18,7 +18,7 @@ from typing import Optional
 
 from xlt.report.dynamics_emergence import Emergence, RunDynamics, curve_name
 from xlt.report.dynamics_records import Curve, curve_order
-from xlt.utils.textio import atomic_path
+from xlt.utils.outputs import atomic_path
 
 LOG_Y = ("dev_ppl",)   # perplexity falls over orders of magnitude; the other measures are bounded scores
 

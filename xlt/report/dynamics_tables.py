@@ -11,7 +11,7 @@ from typing import Optional
 
 from xlt.report.dynamics_emergence import FIRST, Emergence, RunDynamics, curve_name, steps_text
 from xlt.report.dynamics_records import Curve, EmergenceRule
-from xlt.utils.textio import json_text, written_together
+from xlt.utils.outputs import json_text, written_together
 
 JSON_FORMAT = "xlt-dynamics-report/1"
 NAME = "dynamics"

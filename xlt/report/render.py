@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable, Optional
 
 from xlt.report.findings import Finding
-from xlt.utils.textio import check_output_paths, directory_for_outputs, json_text, written_together
+from xlt.utils.outputs import check_output_paths, directory_for_outputs, json_text, written_together
 
 REPORT_FORMAT = "xlt-report/1"
 

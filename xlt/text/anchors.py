@@ -15,7 +15,7 @@ from xlt.text.tokenize import check_language
 from xlt.text.vocab import Vocabulary
 from xlt.utils import log
 from xlt.utils.errors import PathLike, XltError
-from xlt.utils.textio import write_json
+from xlt.utils.outputs import write_json
 
 
 def _load_language_vocabularies(per_language: Sequence[tuple[str, PathLike]]) -> list[tuple[str, Vocabulary]]:

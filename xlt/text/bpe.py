@@ -37,7 +37,8 @@ from xlt.text.tokenize import check_language
 from xlt.text.vocab import SIDECAR_SUFFIX, Vocabulary
 from xlt.utils import log
 from xlt.utils.errors import PathLike, XltError, require_file
-from xlt.utils.textio import atomic_output, atomic_path, read_lines
+from xlt.utils.outputs import atomic_output, atomic_path
+from xlt.utils.textio import read_lines
 
 WORD_CACHE_LIMIT = 200_000     # distinct words remembered by BPE.apply (bounded memory)
 

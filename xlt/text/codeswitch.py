@@ -29,8 +29,8 @@ import numpy as np
 from xlt import __version__
 from xlt.utils import log
 from xlt.utils.errors import PathLike, XltError
-from xlt.utils.textio import (atomic_output, check_output_paths, file_sha256, json_text, read_lines,
-                              read_numbered_lines, superseded)
+from xlt.utils.outputs import atomic_output, check_output_paths, json_text, superseded
+from xlt.utils.textio import file_sha256, read_lines, read_numbered_lines
 
 # MUSE separates the columns by one tab or space; other whitespace (e.g. U+00A0) belongs to words.
 _COLUMN_SEPARATOR = re.compile(r"[ \t]+")

@@ -24,7 +24,8 @@ from typing import Callable, Iterable, Iterator
 from xlt.text.conllu_lines import sentence_blocks, word_lines
 from xlt.text.nli_lines import nli_columns
 from xlt.utils.errors import PathLike, XltError
-from xlt.utils.textio import atomic_output, read_numbered_lines
+from xlt.utils.outputs import atomic_output
+from xlt.utils.textio import read_numbered_lines
 
 FAKE = "fake"
 PERMUTED = "fakeperm"   # Fake-English with each sentence's words permuted (xlt.text.word_order)

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import BinaryIO, Callable, Iterable, Iterator, Optional, Sequence, Union
 
 from xlt.utils.errors import PathLike, XltError, require_file
-from xlt.utils.textio import atomic_output, cannot_write, open_binary
+from xlt.utils.outputs import atomic_output, cannot_write
+from xlt.utils.textio import open_binary
 
 FAST_ENV = "XLT_FASTBPE"
 BLOCK_BYTES = 1 << 22          # streaming unit: 4 MiB, cut after a newline

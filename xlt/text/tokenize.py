@@ -45,7 +45,8 @@ from xlt.text.fake import to_english as _to_english
 from xlt.text.fake import to_fake as _to_fake
 from xlt.utils import log
 from xlt.utils.errors import PathLike, XltError
-from xlt.utils.textio import atomic_output, read_json, read_lines, write_json
+from xlt.utils.outputs import atomic_output, write_json
+from xlt.utils.textio import read_json, read_lines
 
 #: Languages segmented by jieba instead of the Moses tokenizer.
 JIEBA_LANGUAGES = frozenset({"zh"})

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import Iterable, Optional, Sequence
 
 from xlt.utils.errors import PathLike, XltError, require_file
-from xlt.utils.textio import check_output_paths, file_sha256, json_text, read_json, read_lines, written_together
+from xlt.utils.outputs import check_output_paths, json_text, written_together
+from xlt.utils.textio import file_sha256, read_json, read_lines
 
 BOS, EOS, PAD, UNK, MASK = "<s>", "</s>", "<pad>", "<unk>", "<mask>"
 SPECIALS = (BOS, EOS, PAD, UNK, MASK)

@@ -43,7 +43,8 @@ from xlt.text.fake import FAKE, to_english
 from xlt.text.nli_lines import nli_columns
 from xlt.text.tokenize import Tokenizer
 from xlt.utils.errors import PathLike, XltError
-from xlt.utils.textio import atomic_output, read_numbered_lines
+from xlt.utils.outputs import atomic_output
+from xlt.utils.textio import read_numbered_lines
 
 _SENTENCE_END = re.compile(r"""^[.!?]+["')\]]*$|[.!?]$""")
 _CLOSING = re.compile(r"""^["')\]]+$""")

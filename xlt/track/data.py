@@ -16,7 +16,8 @@ from xlt.analysis.dictionaries import read_muse_dictionary
 from xlt.finetune.config import default_path
 from xlt.track.config import TrackConfig
 from xlt.utils.errors import XltError, require_file
-from xlt.utils.textio import atomic_output, read_lines
+from xlt.utils.outputs import atomic_output
+from xlt.utils.textio import read_lines
 
 
 @dataclass

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from typing import Iterable, Optional
 
 from xlt.utils.errors import XltError
-from xlt.utils.textio import cannot_write
+from xlt.utils.outputs import cannot_write
 
 RECORDS = "records.jsonl"
 

@@ -10,7 +10,7 @@ import re
 from typing import Iterator, Optional
 
 from xlt.utils.checkpoint_names import snapshot_files, snapshot_name
-from xlt.utils.textio import make_directory
+from xlt.utils.outputs import make_directory
 
 
 def list_snapshots(run: str) -> list[tuple[int, str]]:

@@ -17,7 +17,8 @@ import pickle
 from typing import Any, Sequence
 
 from xlt.utils import log
-from xlt.utils.textio import atomic_path, file_sha256, make_directory
+from xlt.utils.outputs import atomic_path, make_directory
+from xlt.utils.textio import file_sha256
 
 FORMAT = 1
 

@@ -24,7 +24,7 @@ from xlt.track.snapshots import list_snapshots, run_slug, snapshot_label, snapsh
 from xlt.track.textmemo import MemoText, TextMemo
 from xlt.utils import log
 from xlt.utils.errors import XltError
-from xlt.utils.textio import atomic_output, make_directory
+from xlt.utils.outputs import atomic_output, make_directory
 
 
 @dataclass

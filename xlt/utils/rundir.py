@@ -21,7 +21,8 @@ from typing import Any, Iterator, Optional
 from xlt import __version__
 from xlt.utils import log
 from xlt.utils.errors import PathLike, XltError
-from xlt.utils.textio import atomic_output, cannot_write, read_json, write_json
+from xlt.utils.outputs import atomic_output, cannot_write, write_json
+from xlt.utils.textio import read_json
 
 
 def environment() -> dict[str, Any]:
