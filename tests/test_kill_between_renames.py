@@ -67,7 +67,7 @@ def renames_of(capsys, monkeypatch, args: list) -> int:
     return count[0]
 
 
-def commands(root: Path, tiny_run: Path, capsys) -> dict[str, tuple[str, Callable[[str], list]]]:
+def commands(root: Path, tiny_run: Path, capsys, name: str) -> dict[str, tuple[str, Callable[[str], list]]]:
     """name -> (the file that says the set is complete, variant -> the command writing into root/out)."""
     inputs, out = root / "in", root / "out"
     inputs.mkdir()
@@ -82,6 +82,14 @@ def commands(root: Path, tiny_run: Path, capsys) -> dict[str, tuple[str, Callabl
     assert run_in_process(capsys, "-q", "bpe", "vocab", "--lang", "en", "-o", vocab, texts["new"][0]).returncode == 0
     dictionary = synthetic.write_dictionary(inputs / "dict.txt")
     (root / "results").mkdir()
+
+    def cka(v, output):
+        return ["cka", "compare", "--model-a", tiny_run, "--lang-a", "en", "--text-a", texts[v][0], "--lang-b", "fr",
+                "--text-b", texts[v][1], "--label", "en-fr", "--column", v, "-o", output]
+
+    for v in texts if name == "cka table" else ():
+        assert run_in_process(capsys, "-q", *cka(v, inputs / f"column.{v}")).returncode == 0
+    columns = {"old": [inputs / "column.old.json"], "new": [inputs / "column.old.json", inputs / "column.new.json"]}
     return {
         "binarize": ("store.json", lambda v: ["binarize", "--vocab", vocab, "--lang", "en", texts[v][0],
                                               "-o", out / "store"]),
@@ -91,14 +99,17 @@ def commands(root: Path, tiny_run: Path, capsys) -> dict[str, tuple[str, Callabl
                                             texts[v][0], "-o", out / "cs.txt", "--report", out / "cs.json"]),
         "extract": ("reps.json", lambda v: ["extract", "--model", tiny_run, "--lang", "en", "--level", "token",
                                             texts[v][0], "-o", out / "reps"]),
+        "cka compare": ("cka.json", lambda v: cka(v, out / "cka")),
+        "cka table": ("fig7.json", lambda v: ["cka", "table", *columns[v], "-o", out / "fig7"]),
         "report table1": ("table1.md", lambda v: ["report", "table1", "--results-dir", root / "results",
                                                   "--langs", "fr" if v == "old" else "fr,ru", "-o", out]),
     }
 
 
-@pytest.mark.parametrize("name", ["binarize", "bpe vocab", "codeswitch", "extract", "report table1"])
+@pytest.mark.parametrize("name", ["binarize", "bpe vocab", "codeswitch", "extract", "cka compare", "cka table",
+                                  "report table1"])
 def test_a_kill_at_any_rename_never_shows_a_complete_set_that_is_not(name, tmp_path, tiny_run, capsys, monkeypatch):
-    done, command = commands(tmp_path, tiny_run, capsys)[name]
+    done, command = commands(tmp_path, tiny_run, capsys, name)[name]
     out = tmp_path / "out"
     assert run_in_process(capsys, "-q", *command("old")).returncode == 0
     old = snapshot(out)

@@ -204,7 +204,7 @@ def test_a_checkpoint_the_disk_refuses_is_one_line_and_the_last_one_stays(inputs
 
 def leave_temporaries(paths: list[Path]) -> None:
     """What SIGKILL inside atomic_path leaves: each path's real temporary, never renamed or removed."""
-    code = ("import os, signal, sys\nfrom xlt.utils.textio import atomic_path\n"
+    code = ("import os, signal, sys\nfrom xlt.utils.outputs import atomic_path\n"
             "held = [atomic_path(p) for p in sys.argv[1:]]\nfor cm in held:\n    cm.__enter__()\n"
             "os.kill(os.getpid(), signal.SIGKILL)\n")
     killed = subprocess.run([sys.executable, "-c", code, *map(str, paths)])
@@ -304,8 +304,17 @@ def test_tokenize_workers_die_with_a_parent_killed_outright(tmp_path):
     proc.kill()
     stderr = proc.communicate(timeout=60)[1]   # its end: every process holding stderr, the workers too, is gone
     assert proc.returncode == -signal.SIGKILL and "Traceback" not in stderr, stderr
-    assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()
-                and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
+
+    def living(pid: int) -> bool:
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            return False
+
+    deadline = time.monotonic() + 30   # a worker whose descriptors are closed may still be exiting
+    while any(map(living, workers)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [pid for pid in workers if living(pid)]
 
 
 def test_outputs_of_several_files_are_written_all_or_none(tmp_path, capsys):
@@ -345,6 +354,22 @@ def test_a_report_the_disk_fills_under_leaves_no_markdown_and_no_new_folder(tmp_
     res = run_in_process(capsys, *command)
     assert_one_line_error(res, f"{report / 'table1.json'}: cannot write (No space left on device)")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results"]   # no report, and no empty new/report
+
+
+def test_a_sigterm_while_the_command_loads_names_the_command():
+    # the subcommand's module (and torch) loads for seconds before the command runs: a SIGTERM then
+    # was told as `xlt: terminated`, the command unnamed
+    code = ("import importlib, os, signal, sys\n"
+            "real = importlib.import_module\n"
+            "def loading(name, *args):\n"
+            "    if name.startswith('xlt.cli.'):\n"
+            "        os.kill(os.getpid(), signal.SIGTERM)\n"
+            "    return real(name, *args)\n"
+            "importlib.import_module = loading\n"
+            "from xlt.cli import main\n"
+            "main(sys.argv[1:])\n")
+    proc = subprocess.run([sys.executable, "-c", code, "extract", "--help"], capture_output=True, text=True)
+    assert proc.returncode == 143 and proc.stderr.splitlines() == ["xlt extract: terminated"], proc.stderr
 
 
 def test_a_removed_working_directory_is_one_line(tmp_path):

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import os
 from numbers import Real
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from xlt.utils.errors import PathLike, XltError
-from xlt.utils.outputs import atomic_output, write_json
+from xlt.utils.outputs import json_text, written_together
 from xlt.utils.textio import read_json
 
 COLUMN_FORMAT = "xlt-cka/1"
@@ -55,17 +55,17 @@ def assemble_table(paths: Sequence[str]) -> dict:
     return {"format": TABLE_FORMAT, "rows": [f"L{layer}" for layer in layers] + ["AVER"], "columns": columns}
 
 
-def write_column(result: dict, output: str) -> None:
-    """``OUT.json``."""
-    write_json(output + ".json", result)
+def write_column(result: dict, output: str, draw: Callable[[dict, str], None]) -> None:
+    """``OUT.json`` and ``draw(result, OUT.png)``; the JSON (make's target) lands last."""
+    with written_together({output + ".json": json_text(result)}):
+        draw(result, output + ".png")
 
 
-def write_table(table: dict, output: str) -> None:
-    """``OUT.json`` and ``OUT.tsv`` (Figure 7 layout)."""
+def write_table(table: dict, output: str, draw: Callable[[dict, str], None]) -> None:
+    """``OUT.json``, ``OUT.tsv`` (Figure 7 layout) and ``draw(table, OUT.png)``; the JSON lands last."""
     values = np.array([c["values"] for c in table["columns"]]).T  # [L+1, columns]
-    write_json(output + ".json", table)
-    with atomic_output(output + ".tsv") as f:
-        f.write("\t" + "\t".join(c["label"] for c in table["columns"]) + "\n")
-        f.write("\t" + "\t".join(c["column"] for c in table["columns"]) + "\n")
-        for row, line in zip(table["rows"], values):
-            f.write(row + "\t" + "\t".join(f"{v:.4f}" for v in line) + "\n")
+    lines = ["\t" + "\t".join(c["label"] for c in table["columns"]),
+             "\t" + "\t".join(c["column"] for c in table["columns"])]
+    lines += [row + "\t" + "\t".join(f"{v:.4f}" for v in line) for row, line in zip(table["rows"], values)]
+    with written_together({output + ".json": json_text(table), output + ".tsv": "\n".join(lines) + "\n"}):
+        draw(table, output + ".png")

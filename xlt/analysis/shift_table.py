@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 
 from xlt.utils.errors import PathLike, XltError
 from xlt.utils.log import print_table
-from xlt.utils.outputs import atomic_output, write_json
+from xlt.utils.outputs import json_text, write_json, written_together
 from xlt.utils.textio import read_json
 
 RESULT_FORMAT = "xlt-shift-decode/1"  # what ``translate`` writes (here: no torch import for xlt report)
@@ -84,8 +84,7 @@ def write_table2(table: dict, output: str) -> None:
 
     headers = [""] + [c["direction"] for c in table["columns"]]
     rows = [[row] + [fmt(c["values"].get(row)) for c in table["columns"]] for row in table["rows"]]
-    write_json(output + ".json", table)
-    with atomic_output(output + ".tsv") as f:
-        for line in [headers] + rows:
-            f.write("\t".join(line) + "\n")
+    tsv = "".join("\t".join(line) + "\n" for line in [headers] + rows)
+    with written_together({output + ".json": json_text(table), output + ".tsv": tsv}):   # the JSON, make's, last
+        pass
     print_table("Unsupervised token translation", headers, rows)

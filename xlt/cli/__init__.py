@@ -128,6 +128,10 @@ class XltGroup(click.Group):
         # click suggests only among commands already imported, and only in the same case (PRETRAIN would
         # get nothing); here the lazy ones count too, compared in lower case.
         name = click.utils.make_str(args[0])
+        if not ctx.resilient_parsing and not name.startswith("-") and name in self.list_commands(ctx):
+            # named now, before its module (torch: seconds) is imported and its options parsed: a SIGTERM
+            # or an error meanwhile is told as `xlt cka compare: ...`, not `xlt cka: ...`
+            _state["command"] = f"{ctx.command_path} {name}"
         if not ctx.resilient_parsing and not name.startswith("-") and self.get_command(ctx, name) is None:
             names = {command.lower(): command for command in self.list_commands(ctx)}
             close = difflib.get_close_matches(name.lower(), names, n=1)

@@ -141,8 +141,7 @@ def compare(model_a, lang_a, text_a, reps_a, model_b, lang_b, text_b, reps_b, ra
                                batch_size, device)
     prefix = _prefix(output, ".json", ".json", ".png")
     result = run_compare(a, b, settings, label, column, retrieval)
-    write_column(result, prefix)
-    show_column(result, prefix + ".png")   # the layer x layer matrix if computed, else the column; the table
+    write_column(result, prefix, show_column)   # the layer x layer matrix if computed, else the column; the table
 
 
 def _side(name: str, run, lang, text, reps, random_seed):
@@ -172,8 +171,7 @@ def table(columns: tuple[str, ...], output: str) -> None:
 
     prefix = _prefix(output, ".json", ".json", ".tsv", ".png")
     table = assemble_table(columns)
-    write_table(table, prefix)
-    show_table(table, prefix + ".png")
+    write_table(table, prefix, show_table)
 
 
 @click.group("shift-decode")

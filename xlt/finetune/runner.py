@@ -49,7 +49,7 @@ from xlt.model.interventions import LayerMap, TargetShift, load_map, load_shift
 from xlt.utils import log
 from xlt.utils.device import resolve_device
 from xlt.utils.errors import XltError
-from xlt.utils.outputs import atomic_output, make_directory, write_json
+from xlt.utils.outputs import atomic_output, json_text, make_directory, write_json, written_together
 from xlt.utils.rundir import environment, exclusive_lock, write_run_description
 from xlt.utils.textio import file_sha256, read_json
 
@@ -305,9 +305,8 @@ def execute(plan: FinetunePlan, on_epoch_end: Optional[Callable[[dict[str, Any]]
                 text += coverage_markdown(counted)
                 for lang, c in counted.items():
                     log.info(f"{lang}: {c['unknown']} of {c['tokens']} tokens have no vector (zero vectors)")
-        write_json(output.file("results.json"), results)
-        with atomic_output(output.file("summary.md")) as f:
-            f.write(text)
+        with written_together({output.file("results.json"): json_text(results), output.file("summary.md"): text}):
+            pass   # results.json, which make targets and which says the grid is complete, lands last
     code = EXIT_FAILED if counts["failed"] else EXIT_BUSY if counts["busy"] else EXIT_OK
     if counts["busy"]:
         log.info(f"{counts['busy']} run(s) in progress in another process: the summary is partial; run again later")

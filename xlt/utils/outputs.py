@@ -290,6 +290,13 @@ def atomic_output(path: Optional[PathLike], mode: str = "w", encoding: Optional[
             os.fsync(f.fileno())
 
 
+def remove_superseded(path: PathLike) -> None:
+    """Remove the old ``path`` (a regular file; a device, a pipe or a link is left alone)."""
+    if os.path.isfile(path) and not os.path.islink(path):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+
 @contextlib.contextmanager
 def superseded(path: PathLike) -> Iterator[None]:
     """Remove the old ``path`` once the block has succeeded. Entered last (innermost) among the
@@ -297,19 +304,19 @@ def superseded(path: PathLike) -> Iterator[None]:
     before their renames: the old ``path`` never stands beside new files of another run, and a kill
     between the renames leaves a set without it, which readers refuse and make builds again."""
     yield
-    if os.path.isfile(path) and not os.path.islink(path):
-        os.unlink(path)
+    remove_superseded(path)
 
 
 @contextlib.contextmanager
 def written_together(texts: dict[str, str]) -> Iterator[None]:
     """Write each text to its path (:func:`atomic_output`), all or none: nothing is renamed into place
     before the block (drawing a figure, say) has run, and the path named first (the one make
-    targets) is renamed last, its old version removed first (:func:`superseded`)."""
+    targets) is renamed last. Its old version is removed before the block, whose own files (the
+    figure) land before the texts: at no moment does it stand beside files of another run."""
     with contextlib.ExitStack() as renames:   # left in reverse order of entry
         for path, text in texts.items():
             renames.enter_context(atomic_output(path)).write(text)   # written while innermost: a refusal names it
-        renames.enter_context(superseded(next(iter(texts))))
+        remove_superseded(next(iter(texts)))
         yield
 
 
