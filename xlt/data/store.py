@@ -94,10 +94,13 @@ def binarize(source: PathLike, vocab: Union[Vocabulary, PathLike], lang: str, pr
     vocab_path = None if isinstance(vocab, Vocabulary) else os.fspath(vocab)
     if not isinstance(vocab, Vocabulary):
         vocab = Vocabulary.load(vocab)
-    if vocab.languages and lang not in vocab.languages:
-        # A mistyped language would encode every token of a prefixed vocabulary as <unk>, silently.
-        raise XltError(f"language {lang!r} is not one of the vocabulary's ({', '.join(vocab.languages)})", vocab_path)
-    check_language(lang)   # a vocabulary without .langs.json names none: a typo would go into the header
+    if vocab.languages:   # codes `xlt bpe vocab` checked when it wrote them
+        if lang not in vocab.languages:
+            # A mistyped language would encode every token of a prefixed vocabulary as <unk>, silently.
+            raise XltError(f"language {lang!r} is not one of the vocabulary's ({', '.join(vocab.languages)})",
+                           vocab_path)
+    else:
+        check_language(lang)   # a vocabulary without .langs.json names none: a typo would go into the header
     source = os.fspath(source)
     if source != "-":
         require_file(source, "input file")
