@@ -110,7 +110,7 @@ def test_finetune_xnli_on_static_embeddings_end_to_end(tmp_path):
     res = run_xlt("finetune", "xnli", "--model", f"static:{emb}", "-o", str(out), "--train", "en", str(f["train"]),
                   "--dev", "en", str(f["dev"]), "--eval", "en", str(f["dev"]), str(f["test"]),
                   "--eval", "fr", str(f["fr-dev"]), str(f["fr-test"]), "--batch-size", "4", "--encoder-lr", "1e-3",
-                  "--head-lr", "1e-3", "--epochs", "2", "--lstm-dim", "8", "--device", "cpu")
+                  "--head-lr", "1e-3", "--epochs", "2", "--epoch-size", "12", "--lstm-dim", "8", "--device", "cpu")
     assert res.returncode == 0, res.stderr
     results = json.loads((out / "results.json").read_text())
     assert results["complete"] and results["targets"] == ["fr"]
@@ -124,7 +124,7 @@ def test_finetune_xnli_on_static_embeddings_end_to_end(tmp_path):
     again = run_xlt("finetune", "xnli", "--model", f"static:{emb}", "-o", str(out), "--train", "en", str(f["train"]),
                     "--dev", "en", str(f["dev"]), "--eval", "en", str(f["dev"]), str(f["test"]),
                     "--eval", "fr", str(f["fr-dev"]), str(f["fr-test"]), "--batch-size", "4", "--encoder-lr", "1e-3",
-                    "--head-lr", "1e-3", "--epochs", "2", "--lstm-dim", "8", "--device", "cpu")
+                    "--head-lr", "1e-3", "--epochs", "2", "--epoch-size", "12", "--lstm-dim", "8", "--device", "cpu")
     assert again.returncode == 0 and "done earlier" in again.stderr
     assert json.loads((out / "results.json").read_text())["static_coverage"] == cov
     run_dir = out / results["runs"][0]["dir"]

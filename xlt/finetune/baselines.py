@@ -27,8 +27,6 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
-from seqeval.metrics.sequence_labeling import get_entities
-
 from xlt.finetune.registry import get_task
 from xlt.finetune.task import Task
 from xlt.text.tokenize import check_language
@@ -98,6 +96,8 @@ def xnli_baselines(task: Task, train: Sequence[Any], labels: list[str]) -> list[
 # ---- ner ---------------------------------------------------------------------------------------
 def training_entities(train: Sequence[Any]) -> dict[tuple[str, ...], str]:
     """Each entity string of the training file (a tuple of words) -> its most frequent type."""
+    from seqeval.metrics.sequence_labeling import get_entities   # lazily: it imports scikit-learn (~1.6 s)
+
     types: dict[tuple[str, ...], Counter] = {}
     for sentence in train:
         for kind, first, last in get_entities(sentence.tags):   # seqeval's spans: the metric's reading

@@ -11,9 +11,6 @@ from __future__ import annotations
 
 from typing import Collection, Optional, Sequence
 
-from seqeval.metrics import f1_score, precision_score, recall_score
-from seqeval.scheme import IOB2
-
 # Gold UPOS whose words LAS/UAS skip by default: crosslingual-nlp ignores PUNCT and SYM (and the PTB
 # punctuation tags, which UD's UPOS column never holds).
 PUNCT_UPOS = ("PUNCT", "SYM")
@@ -69,6 +66,10 @@ def span_f1(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]],
     """
     if mode not in F1_MODES:
         raise ValueError(f"unknown span F1 mode {mode!r}; known: {', '.join(F1_MODES)}")
+    # seqeval imports scikit-learn (~1.6 s a process), so only the processes that score spans pay for it
+    from seqeval.metrics import f1_score, precision_score, recall_score
+    from seqeval.scheme import IOB2
+
     gold, predicted = [list(s) for s in gold], [list(s) for s in predicted]
     kwargs = dict(mode="strict", scheme=IOB2) if mode == "strict" else {}
     return {name: 100.0 * float(score(gold, predicted, zero_division=0, **kwargs))
