@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 import synthetic
-from conftest import assert_one_line_error, run_xlt
+from conftest import assert_one_line_error, run_in_process, run_xlt
 
 from xlt.analysis.align import AlignSettings, WordSettings, align_contextual_word, align_word
 from xlt.analysis.align_parallel import align_dictionary, read_parallel
@@ -134,15 +134,16 @@ def test_read_parallel_tsv_columns_and_dedup(tmp_path):
         ["p1", "h1", "h2"], ["q1", "g1", "g2"])
 
 
-def test_errors_are_one_line(run_dir, data, tmp_path):
+def test_errors_are_one_line(run_dir, data, tmp_path, capsys):
+    # the first in a real process, the others in this one (a torch import each, ~3 s)
     res = run_xlt("align", "word", *sides(run_dir), "--train-dict", data / "nowhere.txt", "--test-dict",
                   data / "test.txt")
     assert_one_line_error(res, "nowhere.txt", "none of the 2 dictionary pairs")
-    res = run_xlt("align", "sentence", *sides(run_dir), "--train", data / "train.en", data / "short.fr",
-                  "--test", data / "test.en", data / "test.fr")
+    res = run_in_process(capsys, "align", "sentence", *sides(run_dir), "--train", data / "train.en",
+                         data / "short.fr", "--test", data / "test.en", data / "test.fr")
     assert_one_line_error(res, "differ in length", "train.en", "short.fr")
-    res = run_xlt("align", "sentence", *sides(run_dir), "--train", data / "train.en", data / "train.fr",
-                  "--test", data / "test.en", data / "test.fr", "--layers", "0,3")
+    res = run_in_process(capsys, "align", "sentence", *sides(run_dir), "--train", data / "train.en",
+                         data / "train.fr", "--test", data / "test.en", data / "test.fr", "--layers", "0,3")
     assert_one_line_error(res, "layer 3 is out of range")
     # The same checks in-process (no subprocess start-up): they fail before any work or output.
     with pytest.raises(XltError, match="layer 9 is out of range"):

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 import synthetic
-from conftest import assert_one_line_error, run_xlt
+from conftest import assert_one_line_error, run_in_process, run_xlt
 
 from xlt.analysis.cka import cka, cka_from_grams, cka_gram_form, per_layer_cka, pearson
 from xlt.utils.errors import XltError
@@ -141,22 +141,26 @@ def test_compare_and_table(run_dir, parallel, tmp_path):
     assert (tmp_path / "fig7.png").exists() and "AVER" in res.stdout
 
 
-def test_bad_inputs_give_one_line(run_dir, parallel, tmp_path):
+def test_bad_inputs_give_one_line(run_dir, parallel, tmp_path, capsys):
+    """The first refusal in a real process, the rest in this one (one torch import, not five)."""
+    def here(*args):
+        return run_in_process(capsys, *args)
+
     en, fr = parallel
     short = tmp_path / "short.fr"
     short.write_text("".join(fr.read_text().splitlines(keepends=True)[:10]))
     common = ["cka", "compare", "--model-a", run_dir, "--lang-a", "en", "--text-a", en, "--lang-b", "fr"]
     assert_one_line_error(run_xlt(*common, "--text-b", short, "-o", tmp_path / "x"), str(en), str(short), "50", "10")
-    assert_one_line_error(run_xlt(*common, "--text-b", fr, "--layers", "0,7", "-o", tmp_path / "x"), "layer 7")
-    res = run_xlt("cka", "compare", "--model-a", run_dir, "--lang-a", "de", "--text-a", en, "--lang-b", "fr",
-                  "--text-b", fr, "-o", tmp_path / "x")
+    assert_one_line_error(here(*common, "--text-b", fr, "--layers", "0,7", "-o", tmp_path / "x"), "layer 7")
+    res = here("cka", "compare", "--model-a", run_dir, "--lang-a", "de", "--text-a", en, "--lang-b", "fr",
+               "--text-b", fr, "-o", tmp_path / "x")
     assert_one_line_error(res, "'de'")
     one = tmp_path / "one.en"
     one.write_text(en.read_text().splitlines(keepends=True)[0])
-    res = run_xlt("cka", "compare", "--model-a", run_dir, "--lang-a", "en", "--text-a", one, "--lang-b", "en",
-                  "--text-b", one, "-o", tmp_path / "x")
+    res = here("cka", "compare", "--model-a", run_dir, "--lang-a", "en", "--text-a", one, "--lang-b", "en",
+               "--text-b", one, "-o", tmp_path / "x")
     assert_one_line_error(res, f"xlt cka compare: error: {one}: 1 sentence: CKA needs at least 2 parallel sentences")
-    res = run_xlt(*common, "--text-b", fr, "--n-sentences", "1", "-o", tmp_path / "x")   # the files are fine
+    res = here(*common, "--text-b", fr, "--n-sentences", "1", "-o", tmp_path / "x")   # the files are fine
     assert_one_line_error(res, "error: --n-sentences 1: CKA needs at least 2 parallel sentences")
     assert not list(tmp_path.glob("x*"))
 

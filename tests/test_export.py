@@ -16,7 +16,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never the network: every model h
 import pytest  # noqa: E402
 import synthetic  # noqa: E402
 import torch  # noqa: E402
-from conftest import assert_one_line_error, run_xlt  # noqa: E402
+from conftest import assert_one_line_error, run_in_process, run_xlt  # noqa: E402
 from pretrain_fixtures import tiny_args  # noqa: E402
 
 from xlt.model.xlt_run import PretrainedRun, pad_inputs  # noqa: E402
@@ -173,10 +173,12 @@ def test_the_export_record_and_the_padded_feed_forward(exported):
     assert view["view"] == "fr" and view["language_embedding"] == "folded into positions"
 
 
-def test_bad_export_requests_are_one_error_line(runs, exported, tmp_path):
-    assert_one_line_error(run_xlt("export", "hf", runs["separated"], "-o", tmp_path / "a"), "--lang L")
-    assert_one_line_error(run_xlt("export", "hf", runs["default"], "--lang", "en", "-o", tmp_path / "b"),
-                          "shares every parameter")
-    assert_one_line_error(run_xlt("export", "hf", runs["separated"], "--lang", "de", "-o", tmp_path / "c"), "'de'")
-    assert_one_line_error(run_xlt("export", "hf", runs["default"], "-o", exported["default"]), "not an empty")
+def test_bad_export_requests_are_one_error_line(runs, exported, tmp_path, capsys):
+    def export(*args):   # in this process: transformers is imported once, not once a request (~8 s each)
+        return run_in_process(capsys, "export", "hf", *args)
+
+    assert_one_line_error(export(runs["separated"], "-o", tmp_path / "a"), "--lang L")
+    assert_one_line_error(export(runs["default"], "--lang", "en", "-o", tmp_path / "b"), "shares every parameter")
+    assert_one_line_error(export(runs["separated"], "--lang", "de", "-o", tmp_path / "c"), "'de'")
+    assert_one_line_error(export(runs["default"], "-o", exported["default"]), "not an empty")
     assert not any((tmp_path / name).exists() for name in "abc")

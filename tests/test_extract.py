@@ -157,14 +157,16 @@ def test_cli_writes_memmapped_arrays_and_a_header(run, run_dir, sentences, tmp_p
     assert len(index["token_ids"]) == index["offsets"][-1]
 
 
-def test_cli_errors_leave_no_output(run_dir, sentences, tmp_path):
+def test_cli_errors_leave_no_output(run_dir, sentences, tmp_path, capsys):
+    # the first in a real process, the others in this one (a torch import each, ~3 s)
     text = tmp_path / "en.txt"
     text.write_text("\n".join(sentences) + "\n")
     base = ["extract", "--model", run_dir[0]]
     assert_one_line_error(run_xlt(*base, "--lang", "de", text, "-o", tmp_path / "x"), "'de'")
-    assert_one_line_error(run_xlt(*base, "--lang", "en", "--layers", "0,9", text, "-o", tmp_path / "x"), "layer 9")
-    assert_one_line_error(run_xlt(*base, "--lang", "en", tmp_path / "missing.txt", "-o", tmp_path / "x"),
-                          "missing.txt")
+    assert_one_line_error(run_in_process(capsys, *base, "--lang", "en", "--layers", "0,9", text, "-o", tmp_path / "x"),
+                          "layer 9")
+    assert_one_line_error(run_in_process(capsys, *base, "--lang", "en", tmp_path / "missing.txt", "-o",
+                                         tmp_path / "x"), "missing.txt")
     assert not list(tmp_path.glob("x*"))
 
 
