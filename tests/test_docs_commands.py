@@ -1,0 +1,97 @@
+"""Every ``xlt`` command written out in README.md and docs/**/*.md parses against the CLI as it is:
+an option renamed or dropped in the code, or a typo in a page, fails here instead of in a reader's
+shell. Only parsing: nothing runs, so a command's files need not exist (their directories are made
+in a scratch folder, since ``-o`` checks its directory while parsing). Commands with placeholders
+(``...``, ``$VAR``, ``<file>``) are skipped: they are sketches, not commands."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import click
+import pytest
+
+from xlt.cli import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+SHELL_BLOCK = re.compile(r"```(?:sh|bash|shell)\n(.*?)```", re.S)
+PLACEHOLDER = re.compile(r"^\.\.\.$|\$|<")
+
+
+def xlt_commands(markdown: str) -> list[list[str]]:
+    """The argument lists of the ``xlt`` commands in ``markdown``'s shell blocks (continued lines
+    joined, each stage of a pipe or ``&&`` chain apart, comments and redirections dropped)."""
+    found = []
+    for block in SHELL_BLOCK.findall(markdown):
+        for line in re.sub(r"\\\n", " ", block).splitlines():
+            for stage in re.split(r"\|\||&&|[|;]", line):
+                stage = stage.strip()
+                if stage.startswith("xlt "):
+                    words = [w for w in shlex.split(stage, comments=True)[1:] if not w.startswith(">")]
+                    if not any(PLACEHOLDER.search(w) for w in words):
+                        found.append(words)
+    return found
+
+
+def parse(args: list[str]) -> None:
+    """Parse ``xlt ARGS`` down to its leaf command as click would, without invoking anything."""
+    ctx = cli.make_context("xlt", list(args))
+    command, rest = cli, ctx._protected_args + ctx.args
+    while isinstance(command, click.Group):
+        name, command, rest = command.resolve_command(ctx, rest)
+        ctx = command.make_context(name, rest, parent=ctx)
+        rest = ctx._protected_args + ctx.args if isinstance(command, click.Group) else []
+
+
+def make_their_directories(args: list[str]) -> None:
+    """Create (in the current folder) the directory of every path in ``args``, and the path itself
+    where an option names a directory (``--results-dir D`` must exist)."""
+    for option, word in zip([""] + args, args):
+        if "/" in word and not word.startswith("-") and ":" not in word:
+            path = Path(word.lstrip("/"))
+            (path if option.endswith("-dir") else path.parent).mkdir(parents=True, exist_ok=True)
+
+
+PAGES = [ROOT / "README.md"] + sorted((ROOT / "docs").rglob("*.md"))
+COMMANDS = [(page.relative_to(ROOT).as_posix(), args)
+            for page in PAGES for args in xlt_commands(page.read_text(encoding="utf-8"))]
+
+
+def test_the_pages_hold_commands_to_check():
+    # The README's tour alone has nine; a change to the block syntax that finds none would pass vacuously.
+    assert sum(page == "README.md" for page, _ in COMMANDS) >= 9
+    assert len(COMMANDS) >= 60
+
+
+@pytest.mark.parametrize("page,args", COMMANDS, ids=[f"{p}:{' '.join(a[:2])}" for p, a in COMMANDS])
+def test_every_documented_command_parses(page, args, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    make_their_directories(args)
+    try:
+        parse(args)
+    except click.exceptions.Exit:  # --help, --version
+        pass
+    except click.ClickException as error:
+        pytest.fail(f"{page}: xlt {shlex.join(args)}\n  -> {error.format_message()}")
+
+
+def test_a_renamed_option_or_a_wrong_value_is_caught(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    page = """```sh
+xz -dc a.xz | head -n 5 | xlt tokenize --lang en -o en.tok   # a pipe
+xlt bpe learn --merge 8000 -o codes en.tok
+xlt pretrain --max-steps many \\
+    --run-dir r
+xlt frobnicate
+xlt extract --model runs/$RUN ...
+```"""
+    commands = xlt_commands(page)
+    assert commands[0] == ["tokenize", "--lang", "en", "-o", "en.tok"]
+    assert len(commands) == 4  # the sketch with $RUN and ... is skipped
+    parse(commands[0])
+    for args, message in zip(commands[1:], ["No such option", "many", "No such command"]):
+        with pytest.raises(click.ClickException) as error:
+            parse(args)
+        assert message in error.value.format_message()
