@@ -35,14 +35,20 @@ def xlt_commands(markdown: str) -> list[list[str]]:
     return found
 
 
+def unparsed(ctx: click.Context) -> list[str]:
+    """What a group's context left for its subcommand: the subcommand's name is kept apart in click
+    8.1 (``protected_args``) and 8.2+ (``_protected_args``; the public name warns), in ``args`` in 9."""
+    protected = ctx._protected_args if hasattr(ctx, "_protected_args") else getattr(ctx, "protected_args", [])
+    return [*protected, *ctx.args]
+
+
 def parse(args: list[str]) -> None:
     """Parse ``xlt ARGS`` down to its leaf command as click would, without invoking anything."""
     ctx = cli.make_context("xlt", list(args))
-    command, rest = cli, ctx._protected_args + ctx.args
+    command: click.Command = cli
     while isinstance(command, click.Group):
-        name, command, rest = command.resolve_command(ctx, rest)
+        name, command, rest = command.resolve_command(ctx, unparsed(ctx))
         ctx = command.make_context(name, rest, parent=ctx)
-        rest = ctx._protected_args + ctx.args if isinstance(command, click.Group) else []
 
 
 def make_their_directories(args: list[str]) -> None:
