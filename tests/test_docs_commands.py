@@ -1,4 +1,5 @@
-"""Every ``xlt`` command written out in README.md and docs/**/*.md parses against the CLI as it is:
+"""Every ``xlt`` command written out in README.md, docs/**/*.md and the commands' ``--help`` examples
+parses against the CLI as it is:
 an option renamed or dropped in the code, or a typo in a page, fails here instead of in a reader's
 shell. Only parsing: nothing runs, so a command's files need not exist (their directories are made
 in a scratch folder, since ``-o`` checks its directory while parsing). Commands with placeholders
@@ -60,15 +61,33 @@ def make_their_directories(args: list[str]) -> None:
             (path if option.endswith("-dir") else path.parent).mkdir(parents=True, exist_ok=True)
 
 
+def help_examples() -> list[tuple[str, list[str]]]:
+    """``("xlt bpe learn --help", args)`` for every example in every command's help text."""
+    found, ctx = [], click.Context(cli)
+
+    def visit(command: click.Command, path: str) -> None:
+        # a docstring's example is indented and its continuations end in "\\"
+        lines = "\n".join(line.strip() for line in (command.help or "").splitlines())
+        found.extend((f"{path} --help", args) for args in xlt_commands(f"```sh\n{lines}\n```"))
+        if isinstance(command, click.Group):
+            for name in command.list_commands(ctx):
+                visit(command.get_command(ctx, name), f"{path} {name}")
+
+    visit(cli, "xlt")
+    return found
+
+
 PAGES = [ROOT / "README.md"] + sorted((ROOT / "docs").rglob("*.md"))
 COMMANDS = [(page.relative_to(ROOT).as_posix(), args)
-            for page in PAGES for args in xlt_commands(page.read_text(encoding="utf-8"))]
+            for page in PAGES for args in xlt_commands(page.read_text(encoding="utf-8"))] + help_examples()
 
 
 def test_the_pages_hold_commands_to_check():
     # The README's tour alone has nine; a change to the block syntax that finds none would pass vacuously.
     assert sum(page == "README.md" for page, _ in COMMANDS) >= 9
     assert len(COMMANDS) >= 60
+    helps = {source for source, _ in COMMANDS if source.endswith("--help")}
+    assert {"xlt --help", "xlt pretrain --help", "xlt bpe learn --help"} <= helps
 
 
 @pytest.mark.parametrize("page,args", COMMANDS, ids=[f"{p}:{' '.join(a[:2])}" for p, a in COMMANDS])
