@@ -25,11 +25,13 @@ def pretrain(run_dir: str, dry_run: bool, **values) -> None:
     command runs under torchrun for several GPUs or nodes.
 
     \b
-    Example (the paper's Sep Emb + L1-3 row, small CPU model):
-      xlt pretrain --run-dir runs/en-fr.sep-emb+l1-3 --vocab vocab \\
+    Example (the paper's Sep L1-3 row, the demo's recipe, ~12 CPU-min; a model
+    this small leaves the unigram plateau only after 8-token windows, see docs/pretrain.md):
+      xlt pretrain --run-dir runs/en-fr.sep-l1-3 --vocab vocab --sharing sep-l1-3 \\
           --train en data/en.train --train fr data/fr.train \\
-          --dev en data/en.dev --dev fr data/fr.dev \\
-          --preset small --sharing sep-emb+l1-3 --max-steps 2000 --warmup-steps 200
+          --dev en data/en.dev --dev fr data/fr.dev --equal-copies-init \\
+          --preset mini --dropout 0 --short-stream-len 8 --short-stream-steps 2500 \\
+          --max-steps 7500 --warmup-steps 500 --lr 3e-3
     \b
     Example (8 GPUs on one node, the paper's model):
       torchrun --nproc_per_node 8 -m xlt pretrain --run-dir runs/en-fr --preset wu2020 \\
