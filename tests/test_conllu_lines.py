@@ -23,6 +23,8 @@ BAD = {   # what is wrong in the second word line: the message names it
     "gap": (("1 A a DET DT _ 3 det _ _", "3 dog dog NOUN NN _ 0 root _ _"), "word id 3 out of order (expected 2)"),
     "HEAD zz": (("1 A a DET DT _ 2 det _ _", "2 dog dog NOUN NN _ zz root _ _"), "HEAD 'zz' names no word"),
     "HEAD 9": (("1 A a DET DT _ 2 det _ _", "2 dog dog NOUN NN _ 9 root _ _"), "HEAD '9' names no word of the sentence (0..2)"),
+    # a tree that never reaches the root: fine-tuning's reader refuses it, so the rewriters do
+    "cycle": (("1 A a DET DT _ 0 root _ _", "2 dog dog NOUN NN _ 2 det _ _"), "word 2's heads run in a cycle (2 -> 2)"),
 }
 
 

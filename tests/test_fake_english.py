@@ -115,6 +115,13 @@ def test_bad_input_gives_one_line_with_the_file_and_line(tmp_path):
         assert_one_line_error(run_xlt("fake-english", "--format", "xnli", bad, "-o", out), f"{bad}:2: {what}")
         assert_one_line_error(run_xlt("permute-words", "--format", "xnli", bad, "-o", out), f"{bad}:2: {what}")
         assert not out.exists()
+    # and NER's reader's checks: as many columns as the first line, tags O, B-X or I-X
+    for line, what in (("en:runs\tO\tX", "expected 2 columns like the file's first word line, got 3"),
+                       ("en:runs\tQ-FOO", "bad tag 'Q-FOO'"), ("en:runs", "expected 2 columns")):
+        bad.write_text(f"en:John\tB-PER\n{line}\n\nen:Paris\tB-LOC\n")
+        assert_one_line_error(run_xlt("fake-english", "--format", "wikiann", bad, "-o", out), f"{bad}:2: {what}")
+        assert_one_line_error(run_xlt("permute-words", "--format", "wikiann", bad, "-o", out), f"{bad}:2: {what}")
+        assert not out.exists()
     beyond = tmp_path / "beyond.txt"
     beyond.write_text("ok\nemoji \U0001F600\n")
     assert_one_line_error(run_xlt("fake-english", beyond, "-o", out), f"{beyond}:2:")

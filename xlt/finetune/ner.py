@@ -29,10 +29,10 @@ from xlt.finetune.metrics import F1_MODES, postprocess_tags, span_f1, tag_type
 from xlt.finetune.predictions import write_tagged
 from xlt.finetune.task import TAGGING_RECIPE, Batch, DataLayout, LinearHead, Task
 from xlt.text.pipeline import TextPipeline
+from xlt.text.tagged_lines import check_tag
 from xlt.utils.errors import XltError
 from xlt.utils.textio import read_numbered_lines
 
-TAG = re.compile(r"O|[BI]-\S+")
 COMMENT = re.compile(r"#\s*([\w.\- ]+=|newdoc\b|newpar\b)")   # CoNLL-U comments: "# key = value", "# newdoc"
 LANG_PREFIX = re.compile(r"([a-z]{2,3}):.")                  # WikiANN: "en:Paris"
 WINDOW_OWNERS = ("center", "first")
@@ -109,9 +109,7 @@ class _Layout:
                     raise XltError(f"expected a {self.prefix!r}-prefixed word (WikiANN layout, as in the file's "
                                    f"first sentence)", path, line + offset)
                 word = word[len(self.prefix):]
-            if not TAG.fullmatch(tag):
-                hint = " (IOBES tags are not supported)" if tag[:2] in ("E-", "S-") else ""
-                raise XltError(f"bad tag {tag!r}: expected O, B-TYPE or I-TYPE{hint}", path, line + offset)
+            check_tag(tag, path, line + offset)
             words.append(word)
             tags.append(sys.intern(tag))
         return words, iob1_to_iob2(tags)

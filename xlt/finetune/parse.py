@@ -33,6 +33,7 @@ from xlt.finetune.metrics import attachment_scores, strip_subtype
 from xlt.finetune.mst import decode_tree
 from xlt.finetune.predictions import write_conllu
 from xlt.finetune.task import Batch, DataLayout, Task, TaskHead, TaskRecipe
+from xlt.text.conllu_lines import check_heads_reach_root
 from xlt.text.pipeline import TextPipeline
 from xlt.utils.errors import XltError
 from xlt.utils.log import info
@@ -81,17 +82,7 @@ def read_conllu(path: str) -> list[Tree]:
         for lineno, _, head in words:
             if not 0 <= head <= n:
                 raise XltError(f"head {head} is outside the sentence (0..{n})", path, lineno)
-        for word in range(1, n + 1):
-            seen, node = {word}, heads[word - 1]
-            while node != 0:  # a gold tree: every word's chain of heads reaches the root
-                if node in seen:
-                    cycle = [node]
-                    while heads[cycle[-1] - 1] != node:
-                        cycle.append(heads[cycle[-1] - 1])
-                    raise XltError(f"word {node}'s heads run in a cycle ({' -> '.join(map(str, cycle + [node]))}) "
-                                   "instead of reaching the root", path, words[node - 1][0])
-                seen.add(node)
-                node = heads[node - 1]
+        check_heads_reach_root(heads, [lineno for lineno, _, _ in words], path)   # a gold tree
         trees.append(Tree([c[1] for _, c, _ in words], [c[3] for _, c, _ in words], [h for _, _, h in words],
                           [c[7] for _, c, _ in words], path, words[0][0]))
         words.clear()

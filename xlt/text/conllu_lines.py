@@ -8,7 +8,7 @@ naming its line, as ``xlt finetune parse`` reports it, instead of a file rewritt
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Optional
+from typing import Iterable, Iterator, Optional, Sequence
 
 from conllu.parser import DEFAULT_FIELD_PARSERS, ParseException
 
@@ -34,8 +34,8 @@ def sentence_blocks(numbered: Iterable[Numbered]) -> Iterator[tuple[list[Numbere
 def word_lines(block: list[Numbered]) -> list[tuple[int, list[str]]]:
     """The word lines of one sentence as (line number, columns), checked: ten columns, IDs that are
     word numbers 1, 2, ... in order (ranges ``1-2`` and empty nodes ``3.1`` are skipped), HEADs that
-    name a word of the sentence or 0 (``_``: no tree). An XltError names the line (the caller adds
-    the file)."""
+    name a word of the sentence or 0 and form a tree (``_``: no tree). An XltError names the line
+    (the caller adds the file)."""
     words: list[tuple[int, list[str]]] = []
     for lineno, line in block:
         if line.startswith("#"):
@@ -57,4 +57,23 @@ def word_lines(block: list[Numbered]) -> list[tuple[int, list[str]]]:
         head = columns[6]
         if head != "_" and not (head.isdigit() and int(head) <= len(words)):
             raise XltError(f"HEAD {head!r} names no word of the sentence (0..{len(words)})", line=lineno)
+    if words and all(columns[6] != "_" for _, columns in words):
+        check_heads_reach_root([int(columns[6]) for _, columns in words], [lineno for lineno, _ in words])
     return words
+
+
+def check_heads_reach_root(heads: Sequence[int], lines: Sequence[int], path: Optional[str] = None) -> None:
+    """XltError at the line of the first word whose chain of heads runs in a cycle instead of reaching
+    the root. ``heads[i]`` is word ``i + 1``'s head (0: the root), each in 0..len(heads); ``lines[i]``
+    is that word's line."""
+    for word in range(1, len(heads) + 1):
+        seen, node = {word}, heads[word - 1]
+        while node != 0:
+            if node in seen:
+                cycle = [node]
+                while heads[cycle[-1] - 1] != node:
+                    cycle.append(heads[cycle[-1] - 1])
+                raise XltError(f"word {node}'s heads run in a cycle ({' -> '.join(map(str, cycle + [node]))}) "
+                               "instead of reaching the root", path, lines[node - 1])
+            seen.add(node)
+            node = heads[node - 1]

@@ -22,6 +22,7 @@ import re
 from typing import Callable, Iterable, Iterator
 
 from xlt.text.conllu_lines import sentence_blocks, word_lines
+from xlt.text.tagged_lines import checked_tagged_lines
 from xlt.text.nli_lines import nli_columns
 from xlt.utils.errors import PathLike, XltError
 from xlt.utils.outputs import atomic_output
@@ -68,9 +69,7 @@ def _tagged_line(line: str) -> str:
     """word<TAB>tag (WikiANN's ``en:word`` loses its language prefix: the readers take bare words)."""
     if not line.strip():
         return ""
-    columns = line.split("\t")
-    if len(columns) < 2:
-        raise XltError("expected word<TAB>tag")
+    columns = line.split("\t")    # checked_tagged_lines: two columns or more
     word = columns[0].split(":", 1)[1] if re.match(r"[a-z]{2,3}:.", columns[0]) else columns[0]
     return "\t".join([to_fake(word), *columns[1:]])
 
@@ -111,11 +110,15 @@ def _checked_conllu(numbered: Iterable[tuple[int, str]]) -> Iterator[tuple[int, 
             yield blank
 
 
+# the formats whose lines are checked as their readers in xlt finetune check them, before they pass
+LINE_CHECKS = {"conllu": _checked_conllu, "wikiann": checked_tagged_lines}
+
+
 def fake_lines(numbered: Iterable[tuple[int, str]], fmt: str, path: PathLike) -> Iterator[str]:
     convert = FORMATS[fmt]
     lineno = None
     try:
-        for lineno, line in _checked_conllu(numbered) if fmt == "conllu" else numbered:
+        for lineno, line in LINE_CHECKS.get(fmt, iter)(numbered):
             yield convert(line)
     except XltError as error:   # a sentence's check names its line; a line's conversion is the current one
         raise XltError(error.message, path, error.line or lineno) from None

@@ -41,6 +41,7 @@ from typing import Iterable, Iterator, Optional, Sequence
 from xlt.text.conllu_lines import Numbered, sentence_blocks, word_lines
 from xlt.text.fake import FAKE, to_english
 from xlt.text.nli_lines import nli_columns
+from xlt.text.tagged_lines import checked_tagged_lines
 from xlt.text.tokenize import Tokenizer
 from xlt.utils.errors import PathLike, XltError
 from xlt.utils.outputs import atomic_output
@@ -138,8 +139,6 @@ def _entity_units(block: list[Numbered]) -> list[list[Numbered]]:
     previous = "O"
     for lineno, line in block:
         columns = line.split("\t")
-        if len(columns) < 2:
-            raise XltError("expected word<TAB>tag", line=lineno)
         tag = columns[-1].strip()
         if tag.startswith("I-") and previous[2:] == tag[2:] and previous != "O":
             units[-1].append((lineno, line))
@@ -152,7 +151,7 @@ def _entity_units(block: list[Numbered]) -> list[list[Numbered]]:
 
 
 def _wikiann(numbered: Iterable[Numbered], seed: int) -> Iterator[Numbered]:
-    for block, blank in sentence_blocks(numbered):
+    for block, blank in sentence_blocks(checked_tagged_lines(numbered)):
         units = _entity_units(block)
         yield from (item for unit in shuffled(units, seed, "\n".join(line for _, line in block)) for item in unit)
         if blank is not None:
