@@ -387,7 +387,11 @@ def test_a_removed_working_directory_is_one_line(tmp_path):
 
 
 @pytest.mark.parametrize("args", [["bpe", "vocab", "--lang", "xx", "-o", "OUT", "IN"],
-                                  ["baselines", "ner", "--train", "xx", "IN", "--eval", "en", "IN", "-o", "OUT"]])
+                                  ["baselines", "ner", "--train", "xx", "IN", "--eval", "en", "IN", "-o", "OUT"],
+                                  ["bpe", "anchors", "--vocab", "xx", "IN", "--vocab", "en", "IN", "--json", "OUT"],
+                                  ["embed", "train", "--text", "xx", "IN", "-o", "OUT"],
+                                  ["align", "word", "--emb-a", "IN", "--source-lang", "en", "--target-lang", "xx",
+                                   "--map", "none", "--test-dict", "IN", "-o", "OUT"]])
 def test_an_unknown_language_is_one_line_and_writes_nothing(args, tmp_path, capsys):
     (tmp_path / "in").write_text("a O\nb B-PER\n\n")
     command = [{"IN": tmp_path / "in", "OUT": tmp_path / "out"}.get(a, a) for a in args]

@@ -25,6 +25,7 @@ import numpy as np
 from xlt.analysis.align import AlignSettings, WordSettings, WordSpace, evaluate_spaces
 from xlt.analysis.dictionaries import read_muse_dictionary
 from xlt.embed.formats import Embeddings, read_word2vec
+from xlt.text.tokenize import check_language
 from xlt.utils.errors import XltError
 
 CONTINUATION = "@@"
@@ -68,6 +69,8 @@ def align_static_word(emb_a: str, emb_b: str, source_lang: str, target_lang: str
         raise XltError(f"unknown subword handling {subwords!r} (single or mean)")
     if max_words is not None and max_words < 10:
         raise XltError(f"--max-words must be at least 10, got {max_words}")
+    for lang in (source_lang, target_lang):   # the files name no language: the codes are the record's
+        check_language(lang)
     word.check(train_dictionary)
     bpe = None
     if codes is not None:

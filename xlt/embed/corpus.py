@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Optional, Sequence
 
+from xlt.text.tokenize import check_language
 from xlt.utils.errors import XltError, require_file
 from xlt.utils.textio import file_sha256, read_lines
 
@@ -34,8 +35,15 @@ class JointCorpus:
     def __post_init__(self) -> None:
         if not self.texts:
             raise XltError("no input text (give --text LANG FILE at least once)")
+        for lang, _ in self.texts:   # a typo is refused before any file is read
+            check_language(lang)
         for _, path in self.texts:
             require_file(path, "text file")
+
+    @property
+    def files(self) -> str:
+        """The input files, for a message about the corpus as a whole."""
+        return ", ".join(path for _, path in self.texts)
 
     def __iter__(self) -> Iterator[list[str]]:
         streams = [iter(read_lines(path)) for _, path in self.texts]

@@ -45,7 +45,7 @@ def build_vocabulary(corpus: JointCorpus, min_count: int) -> tuple[list[str], np
         counts.update(tokens)
     kept = sorted(((w, c) for w, c in counts.items() if c >= min_count), key=lambda wc: (-wc[1], wc[0]))
     if not kept:
-        raise XltError(f"no word occurs at least --min-count {min_count} times in the input")
+        raise XltError(f"no word occurs at least --min-count {min_count} times in {corpus.files}")
     return [w for w, _ in kept], np.array([c for _, c in kept], dtype=np.int64)
 
 

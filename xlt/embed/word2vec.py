@@ -90,7 +90,7 @@ def train_word2vec(corpus: JointCorpus, config: EmbedConfig, scratch_dir: str) -
             model.build_vocab(corpus_file=joint)
             bar.advance(n_sentences)
         if len(model.wv) == 0:
-            raise XltError(f"no word occurs at least --min-count {config.min_count} times in the input")
+            raise XltError(f"no word occurs at least --min-count {config.min_count} times in {corpus.files}")
         with log.progress("word2vec epochs", total=config.epochs, unit="epochs") as bar, \
                 _gensim_progress(bar, config.epochs):
             model.train(corpus_file=joint, total_examples=model.corpus_count, total_words=model.corpus_total_words,

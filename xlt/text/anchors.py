@@ -19,6 +19,8 @@ from xlt.utils.outputs import write_json
 
 
 def _load_language_vocabularies(per_language: Sequence[tuple[str, PathLike]]) -> list[tuple[str, Vocabulary]]:
+    for lang, _ in per_language:   # before any file is read: a typo is named first
+        check_language(lang)
     loaded = []
     for lang, path in per_language:
         vocab = Vocabulary.load(path)
@@ -40,8 +42,6 @@ def union_vocabulary(per_language: Sequence[tuple[str, PathLike]], output: PathL
         raise XltError("no vocabulary given (use --vocab LANG FILE, once per language)")
     if os.fspath(output) == "-":
         raise XltError("the union needs -o FILE (its ownership sidecar goes beside it)")
-    for lang, _ in per_language:
-        check_language(lang)
     union = Vocabulary.union(_load_language_vocabularies(per_language), prefix_lang)
     union.save(output)
     return union
