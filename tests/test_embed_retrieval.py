@@ -143,6 +143,10 @@ def test_errors_are_one_line(files, tmp_path):
                                tmp_path / "W.npy", "--test-dict", files / "test.txt"), "--save-map needs --map procrustes")
     assert_one_line_error(word(files, "--map", "none", "--test-dict", files / "test.txt"),
                           "either --model (a run) or --emb-a")
+    conllu = tmp_path / "bad.conllu"   # read before the spaces: no progress line comes before the error
+    conllu.write_text("1\tw1\tw1\tNOUN\t_\t_\t0\troot\t_\n")
+    assert_one_line_error(word(files, "--emb-a", files / "joint.txt", "--map", "none", "--test-dict",
+                               files / "test.txt", "--pos-from", conllu), f"{conllu}:1:", "10 tab-separated")
     with pytest.raises(XltError, match="12 dimensions"):
         other = tmp_path / "d3.txt"
         write_word2vec(other, ["m0"] * 1, np.zeros((1, 3)))

@@ -296,6 +296,16 @@ def test_bad_run_is_one_error_line(tmp_path, capsys, make, fragment):
     assert not (tmp_path / "t" / "records.jsonl").exists()
 
 
+def test_a_bad_data_file_is_one_error_line_before_the_tracking_directory_exists(world, tmp_path, capsys):
+    run, out = fresh_run(world, tmp_path, (10,)), tmp_path / "track"
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"a\nb\n\xff\n")
+    res = run_in_process(capsys, "-q", "track", "--run", run, "-o", out, "--device", "cpu",
+                         "--parallel", bad, world["parallel"][1])
+    assert_one_line_error(res, f"{bad}:3")
+    assert not out.exists()
+
+
 def test_labels_must_match_the_runs(world, tmp_path, capsys):
     run = fresh_run(world, tmp_path, (10,))
     res = run_in_process(capsys, "track", "--run", run, "--run", run, "--label", "A", "-o", tmp_path / "t")

@@ -275,9 +275,9 @@ def track(cfg: TrackConfig) -> TrackSummary:
     if not measures:
         raise XltError("no measure to compute: give the data of one (see xlt track --help)")
     device = resolve_device(cfg.device)
+    data = load_data(cfg, measures)   # a bad data file is refused before the tracking directory exists
     make_directory(cfg.output)
     records = RecordIndex(os.path.join(cfg.output, RECORDS))
-    data = load_data(cfg, measures)
     summary = TrackSummary()
     for index in range(len(cfg.runs)):
         RunTracker(cfg, index, measures, data, device, records, summary).track()
