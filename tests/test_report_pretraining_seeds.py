@@ -238,9 +238,11 @@ def test_a_results_file_that_does_not_say_how_many_seeds_ran_is_one_seed_not_an_
 
 
 def test_a_combination_over_tasks_counts_the_covariance_of_one_models_cells_as_the_textbook_does(tmp_path):
-    # two rows, three models each, scored on NER and parsing; each task's deviations alike in both rows,
-    # so a cell's own sd over its models is the pooled one and the textbook formula applies whole
-    models = {"default": ([20.0, 24.0, 28.0], [10.0, 13.0, 13.0]), "sep-l1-3": ([10.0, 14.0, 18.0], [5.0, 5.0, 8.0])}
+    # three rows, three models each (6 degrees of freedom), scored on NER and parsing; each task's
+    # deviations alike in every row, so a cell's own sd over its models is the pooled one and the
+    # textbook formula applies whole
+    models = {"default": ([20.0, 24.0, 28.0], [10.0, 13.0, 13.0]), "sep-l1-3": ([10.0, 14.0, 18.0], [5.0, 5.0, 8.0]),
+              "sep-l1-6": ([5.0, 9.0, 13.0], [2.0, 5.0, 5.0])}
     for row, (ner, parse) in models.items():
         for seed in range(3):
             write_model(tmp_path, row, "ner", [ner[seed] - 0.5, ner[seed], ner[seed] + 0.5], "fake", seed)
@@ -248,7 +250,7 @@ def test_a_combination_over_tasks_counts_the_covariance_of_one_models_cells_as_t
     values, readings, _, _ = collect(str(tmp_path), [Row(key, key) for key in models], ["fake"])
     noise = noise_of(readings, SINGLE_SEED_SD)
     # textbook: the within-row covariance matrix of a model's (NER, LAS), pooled (numpy's, weighted by k - 1)
-    pooled = sum(2 * np.cov(np.array(pair)) for pair in models.values()) / 4
+    pooled = sum(2 * np.cov(np.array(pair)) for pair in models.values()) / 6
     for weights in ((0.5, 0.5), (1.0, -1.0)):      # a mean over tasks; one task's score against the other's
         w = np.array(weights)
         terms = {("default", "ner", "fake"): w[0], ("default", "parse", "fake"): w[1]}
@@ -281,3 +283,21 @@ def test_cells_that_share_a_model_where_no_row_measures_the_tasks_correlation_ta
         expected = a * a * s_ner ** 2 / 2 + b * b * s_parse ** 2 + 2 * a * b * rho * s_ner * s_parse / 2
         terms = {("default", "ner", "fake"): a, ("default", "parse", "fake"): b}
         assert estimate(values, noise, terms).se ** 2 == pytest.approx(expected)
+
+
+def test_a_correlation_from_too_few_models_is_not_taken_the_noisier_bound_is(tmp_path):
+    # Default's two models on both tasks: their correlation is +1 whatever the truth (two points), which
+    # made NER's drop against parsing's look exact (SE 0); Sep L1-3 has one model, so no more is measured
+    for seed, (ner, parse) in enumerate(((45.0, 62.0), (38.0, 55.0))):
+        write_model(tmp_path, "default", "ner", [ner - 0.5, ner, ner + 0.5], "fake", seed)
+        write_model(tmp_path, "default", "parse", [parse - 0.5, parse, parse + 0.5], "fake", seed)
+    write_model(tmp_path, "sep-l1-3", "ner", [29.5, 30.0, 30.5], "fake", 0)
+    write_model(tmp_path, "sep-l1-3", "parse", [54.5, 55.0, 55.5], "fake", 0)
+    values, readings, _, _ = collect(str(tmp_path), [Row("default", "Default"), Row("sep-l1-3", "Sep L1-3")], ["fake"])
+    noise = noise_of(readings, SINGLE_SEED_SD)
+    assert noise.correlations == {}
+    terms = {("default", "ner", "fake"): 1.0, ("default", "parse", "fake"): -1.0}
+    s_ner, s_parse = (noise.spreads["default", task, "fake"].pretraining_sd for task in ("ner", "parse"))
+    # rho -1 for a difference (the larger variance), two models shared of 2 x 2
+    expected = s_ner ** 2 / 2 + s_parse ** 2 / 2 + 2 * s_ner * s_parse / 2
+    assert estimate(values, noise, terms).se ** 2 == pytest.approx(expected) and expected > 0

@@ -36,7 +36,8 @@ fine-tuning noise where that is larger (one model's seeds spread 10 F1 apart are
 pool of others' models can say). ``s²`` holds the
 fine-tuning spread too, as each model's score carries it. One model's cells on two tasks share its
 draw, so a combination over tasks counts their covariance: the two tasks' correlation over models,
-pooled over the rows with models scored on both (or, where no row has two, the bound that makes the
+pooled over the rows with models scored on both (or, where they give it fewer than
+:data:`~xlt.report.table1_cells.MIN_CORRELATION_DF` degrees of freedom, the bound that makes the
 combination noisier, ±1), times the cells' sds and their share of common models.
 """
 

@@ -259,10 +259,17 @@ def noise_of(readings: dict, single_seed_sd: dict[str, float], pools: Optional[d
     return Noise(spreads, dict(single_seed_sd), task_correlations(readings, pools))
 
 
+# A pooled correlation is kept from this many degrees of freedom (sum over rows of models - 1) on:
+# two models always give +-1, whatever the truth, and a sign drawn by chance would make a combination
+# look less noisy than the bound it replaces (one row of two models: a difference over tasks with SE 0).
+MIN_CORRELATION_DF = 5
+
+
 def task_correlations(readings: dict, pools: Optional[dict[str, str]] = None) -> dict[tuple[str, str, str], float]:
     """(lang, task, task) -> the correlation of one model's scores on the two tasks: each pretrained
     row's models scored on both, as deviations from the row's means, pooled over rows (and over the
-    languages ``pools`` joins, as :func:`noise_of` does); a pair no row has two such models of is absent."""
+    languages ``pools`` joins, as :func:`noise_of` does); a pair measured on fewer than
+    :data:`MIN_CORRELATION_DF` degrees of freedom is absent (its covariance takes the noisier bound)."""
     pool = (pools or {}).get
     scores: dict[tuple[str, str], dict[str, dict[int, float]]] = {}   # (row, lang) -> task -> seed -> score
     for (row, task, lang), reading in readings.items():
@@ -277,11 +284,13 @@ def task_correlations(readings: dict, pools: Optional[dict[str, str]] = None) ->
             a, b = [tasks[t1][s] for s in common], [tasks[t2][s] for s in common]
             mean_a, mean_b = statistics.fmean(a), statistics.fmean(b)
             da, db = [x - mean_a for x in a], [y - mean_b for y in b]
-            acc = sums.setdefault((pool(lang, lang), t1, t2), [0.0, 0.0, 0.0])
+            acc = sums.setdefault((pool(lang, lang), t1, t2), [0.0, 0.0, 0.0, 0])
             acc[0] += sum(x * y for x, y in zip(da, db))
             acc[1] += sum(x * x for x in da)
             acc[2] += sum(y * y for y in db)
-    pooled = {key: max(-1.0, min(1.0, ab / math.sqrt(aa * bb))) for key, (ab, aa, bb) in sums.items() if aa > 0 and bb > 0}
+            acc[3] += len(common) - 1
+    pooled = {key: max(-1.0, min(1.0, ab / math.sqrt(aa * bb))) for key, (ab, aa, bb, df) in sums.items()
+              if aa > 0 and bb > 0 and df >= MIN_CORRELATION_DF}
     langs = {lang for _, _, lang in readings}
     return {(lang, t1, t2): rho for (joined, t1, t2), rho in pooled.items() for lang in langs if pool(lang, lang) == joined}
 
