@@ -115,6 +115,16 @@ def test_the_noise_of_a_mean_over_languages_and_of_a_share_of_a_margin():
         sep_emb_l16_collapses(values, noise=Noise(spreads))
     assert sep_emb_l16_collapses(values).verdict == HOLDS     # exact numbers (the paper's): as they are
 
+    # Default transfers on fr but not on zh, the one language Sep Emb + L1-6 has: no share of a margin
+    # that is not there (it divided by 0, or called -300 % "at least half")
+    for zh, score in ((0.0, 0.0), (30.0, 20.0)):
+        task = "ner" if zh == 0.0 else "xnli"
+        values = {"default": {"xnli": {}, "ner": {}, "parse": {}}, "sep-emb+l1-6": {"xnli": {}, "ner": {}, "parse": {}}}
+        values["default"][task] = {"fr": 70.0, "zh": zh}
+        values["sep-emb+l1-6"][task] = {"zh": score}
+        with pytest.raises(Inconclusive, match=f"Default less than 5 points above chance on {task} over zh"):
+            sep_emb_l16_collapses(values)
+
 
 def test_the_table_renders_mean_std_and_n_where_several_seeds_ran(tmp_path):
     write_cell(tmp_path, "default", "ner", [30.0, 34.0, 27.5])

@@ -69,6 +69,8 @@ def half_lost(values: Values, noise: Optional[Noise], task: str, langs: list[str
     # Default's margin over the same languages: dividing by its margin over all of its languages
     # would misjudge a row that lacks some of them.
     margin = default - floor.value(values, task, langs)
+    if margin <= 0:   # the callers leave such a task out first; a share of no margin is no number
+        raise Inconclusive(f"Default is not above {floor.name} on {task} over {', '.join(langs)}")
     share = (default - task_mean(values, row, task, langs)) / margin
     terms = row_terms(task, langs, (0.5, "default"), (-1, row), *((0.5, r) for r in floor.rows()))
     return share, estimate(values, noise, terms, 0.0 if floor.row else 0.5 * CHANCE[task])
@@ -85,6 +87,12 @@ def sep_emb_l16_collapses(values: Values, floor: Floor = BY_CHANCE, noise: Optio
     lost = {}
     for task in usable.tasks():
         if (langs := usable.common(values, task, "default", "sep-emb+l1-6", *floor.rows())) is None:
+            continue
+        # the task transfers over all of Default's languages; the share is over these only
+        margin = task_mean(values, "default", task, langs) - floor.value(values, task, langs)
+        if margin < MIN_MARGIN:
+            usable.skipped.append(f"left out: Default less than {MIN_MARGIN:g} points above {floor.name} on "
+                                  f"{task} over {', '.join(langs)} ({margin:+.1f}), the languages Sep Emb + L1-6 has")
             continue
         lost[task] = half_lost(values, noise, task, langs, floor)
     usable.require(lost)
