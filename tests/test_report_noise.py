@@ -235,3 +235,12 @@ def test_seeds_that_agree_exactly_at_the_floor_are_no_exact_number(tmp_path):
     assert judge(Estimate(0.5, 0.0)) is True and judge(Estimate(-0.5, 0.0)) is False
     assert judge(Estimate(0.0, 0.0)) is None and judge(Estimate(0.0, 0.0), strict=False) is None
     assert judge(Estimate(0.0, exact=True), strict=False) is True and judge(Estimate(0.0, exact=True)) is False
+
+
+def test_a_figure_judged_against_a_threshold_is_never_printed_as_the_threshold():
+    from xlt.report.table1_scores import figure, usable_tasks
+
+    assert figure(4.96, 5) == "+4.96" and figure(4.94, 5) == "+4.9" and figure(5.0, 5) == "+5.0"
+    assert figure(49.6, 50, 0, "") == "49.6" and figure(62.4, 50, 0, "") == "62"
+    with pytest.raises(Inconclusive, match=r"less than 5 points above chance \(ner \+4\.96\)"):
+        usable_tasks({"ner": 4.96}, "chance")

@@ -26,7 +26,7 @@ from xlt.report.sources import LEARNED_SHARE, left_plateau
 # liu.py and the tests use them from here).
 from xlt.report.table1_scores import (BASELINES, BY_CHANCE, CHANCE, CONTROL, FEW_POINTS, MIN_MARGIN,  # noqa: F401
                                       TASKS, TIE, Cell, Fit, Floor, Usable, Values, common, mean, only,
-                                      row_terms, task_mean, transfers, usable_tasks)
+                                      figure, row_terms, task_mean, transfers, usable_tasks)
 
 
 @dataclass
@@ -77,8 +77,8 @@ def half_lost(values: Values, noise: Optional[Noise], task: str, langs: list[str
 
 
 def lost_detail(lost: dict[str, tuple[float, Estimate]]) -> str:
-    return ", ".join(e.after(f"{t} {100 * f:.0f}%") if e.exact else
-                     f"{t} {100 * f:.0f}% (lost - half the margin: {e.beside(f'{e.value:+.1f}')})"
+    return ", ".join(e.after(f"{t} {figure(100 * f, 50, 0, '')}%") if e.exact else
+                     f"{t} {figure(100 * f, 50, 0, '')}% (lost - half the margin: {e.beside(f'{e.value:+.1f}')})"
                      for t, (f, e) in lost.items())
 
 
@@ -263,7 +263,7 @@ def decide_unless_tied(difference: Estimate, detail: str) -> Verdict:
     """Holds when Default leads the reference, fails when it trails, by at least TIE points and by
     more than the noise; Inconclusive otherwise, saying which."""
     if abs(difference.value) < TIE:
-        raise Inconclusive(f"{detail}: closer than {TIE:g} point, a tie")
+        raise Inconclusive(f"{detail}: closer than {TIE:g} point ({figure(abs(difference.value), TIE, 2, '')}), a tie")
     return settle([("the difference", judge(difference))], detail)
 
 

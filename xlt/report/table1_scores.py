@@ -91,13 +91,21 @@ class Usable:
         return text + (f" ({'; '.join(self.skipped)})" if self.skipped else "")
 
 
+def figure(x: float, threshold: float, digits: int = 1, sign: str = "+") -> str:
+    """``x`` with ``digits`` decimals, or more (up to 3) where that would print it as the
+    ``threshold`` it was judged against from one side (4.96 "below 5" is not "+5.0")."""
+    while digits < 3 and round(x, digits) == threshold != x:
+        digits += 1
+    return f"{x:{sign}.{digits}f}"
+
+
 def usable_tasks(margins: dict[str, float], reference: str, needs_all: bool = False,
                  missing: Sequence[str] = ()) -> Usable:
     """The tasks where Default's margin over ``reference`` is at least MIN_MARGIN: on the others every
     row is near the reference and differences are noise, so a claim is checked on the usable tasks
     only (all of them with ``needs_all``); Inconclusive when none (or not all) are usable. ``missing``:
     tasks without the scores for a margin (not run), left out with a note."""
-    weak = [f"{task} {m:+.1f}" for task, m in margins.items() if m < MIN_MARGIN]
+    weak = [f"{task} {figure(m, MIN_MARGIN)}" for task, m in margins.items() if m < MIN_MARGIN]
     skipped = [f"left out: Default less than {MIN_MARGIN:g} points above {reference} on {', '.join(weak)}"] if weak else []
     skipped += [f"left out: no {', '.join(missing)} results"] if missing else []
     usable = {task: m for task, m in margins.items() if m >= MIN_MARGIN}
