@@ -130,6 +130,11 @@ def test_bad_inputs_are_one_line_errors(world, tmp_path, capsys):
         bad.write_text(text)
         res = in_process(capsys, *base, "--model", world.run, *world.args("fr"), "--config", bad)
         assert_one_line_error(res, str(bad), message)
+    for name in ("bad.toml", "bad.json"):   # a non-UTF-8 byte is named with its line, as in every other file
+        config = tmp_path / name
+        config.write_bytes(b'seeds = "1"\n\n# \xff\n' if name.endswith(".toml") else b'{\n"seeds": "\xff"}\n')
+        res = in_process(capsys, *base, "--model", world.run, *world.args("fr"), "--config", config)
+        assert_one_line_error(res, f"{config}:{3 if name.endswith('.toml') else 2}: not valid UTF-8")
     res = in_process(capsys, *base, "--model", world.run, *world.args("fr"), "--seeds", "12,12")
     assert_one_line_error(res, "--seeds lists a value twice: [12, 12]")
     for option, value, says in [("--encoder-lr", "nan", "learning rates must be positive finite numbers"),

@@ -25,6 +25,7 @@ from typing import Any, Optional
 from xlt.utils.checkpoint_names import check_checkpoint_name
 from xlt.utils.errors import XltError, require_file
 from xlt.utils.typed import conform, help_field
+from xlt.utils.textio import read_text
 
 SCHEDULES = ("constant", "linear")
 LANG_EMBEDDING_AT_TEST = ("target", "source")
@@ -233,16 +234,15 @@ class FinetuneConfig:
 def read_config_file(path: str) -> dict[str, Any]:
     """A JSON or TOML file of FinetuneConfig fields (dashes or underscores in names)."""
     require_file(path, "config file")
+    text = read_text(path)
     try:
         if path.endswith(".toml"):
             import tomllib
 
-            with open(path, "rb") as f:
-                data = tomllib.load(f)
+            data = tomllib.loads(text)
         else:
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
-    except (ValueError, UnicodeDecodeError) as e:  # JSONDecodeError and TOMLDecodeError are ValueErrors
+            data = json.loads(text)
+    except ValueError as e:  # JSONDecodeError and TOMLDecodeError are ValueErrors
         raise XltError(f"not a valid {'TOML' if path.endswith('.toml') else 'JSON'} config ({e})", path) from None
     if not isinstance(data, dict):
         raise XltError("a config file holds one object of option names and values", path)

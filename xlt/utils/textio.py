@@ -74,20 +74,27 @@ def read_numbered_lines(path: PathLike) -> Iterator[tuple[int, str]]:
     return enumerate(read_lines(path), start=1)
 
 
+def read_text(path: PathLike) -> str:
+    """A whole UTF-8 file; a non-UTF-8 byte is an XltError naming its line, as :func:`read_lines` words it."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line_start = raw.rfind(b"\n", 0, e.start) + 1   # the byte within its line
+        raise XltError(f"not valid UTF-8 (byte {e.start - line_start + 1} of the line)", path,
+                       raw.count(b"\n", 0, e.start) + 1) from None
+
+
 def read_json(path: PathLike, what: str = "JSON file", format: Optional[str] = None) -> Any:
     """Read a JSON file (usually one xlt wrote), as a one-line error when missing or unreadable.
 
     With ``format``, the file must be an object whose ``"format"`` key equals it.
     """
     path = require_file(path, what)
-    with open(path, "rb") as f:
-        raw = f.read()
+    text = read_text(path)
     try:
-        data = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as e:
-        line_start = raw.rfind(b"\n", 0, e.start) + 1   # worded as read_lines words it: the byte within its line
-        raise XltError(f"not valid UTF-8 (byte {e.start - line_start + 1} of the line)", path,
-                       raw.count(b"\n", 0, e.start) + 1) from None
+        data = json.loads(text)
     except json.JSONDecodeError as e:
         raise XltError(f"not a valid {what} ({e.msg}, column {e.colno})", path, e.lineno) from None
     except ValueError as e:
