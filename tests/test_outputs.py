@@ -77,6 +77,16 @@ def test_an_output_under_a_regular_file_is_one_line_before_any_work(command, tmp
     assert_one_line_error(res, f"xlt {command}: error: {bad}/", ": cannot write (Not a directory)")
 
 
+@pytest.mark.parametrize("command", ["binarize", "extract"])
+def test_a_prefix_that_names_a_directory_is_one_line_before_any_work(command, tmp_path, capsys):
+    # "out/" would begin the names out/.bin, out/.json: hidden files in an existing directory
+    (tmp_path / "out").mkdir()
+    args = command_lines(tmp_path / "out", tmp_path / "missing", tmp_path)[command]
+    args[-1] = f"{tmp_path / 'out'}/"
+    assert_one_line_error(run_in_process(capsys, *args), f"xlt {command}: error: {tmp_path / 'out'}/: a prefix must end with a name")
+    assert list((tmp_path / "out").iterdir()) == []
+
+
 @pytest.mark.parametrize("command", list(command_lines(Path(), Path(), Path())))
 def test_an_output_in_a_read_only_directory_is_one_line_before_any_work(command, read_only_dir, tmp_path, capsys):
     args = command_lines(read_only_dir, tmp_path / "missing", tmp_path)[command]

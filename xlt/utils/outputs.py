@@ -85,6 +85,10 @@ def check_output_paths(*paths: PathLike, prefix: bool = False) -> None:
     ``prefix``: each path begins the names of several files (``PREFIX.npy``, ``PREFIX.json``)."""
     for path in paths:
         path = os.fspath(path)
+        if prefix and (path.endswith(os.sep) or os.path.basename(path) in ("", ".", "..")):
+            # "out/" would begin the names "out/.npy", "out/.json": hidden files in a directory
+            raise XltError("a prefix must end with a name (out/vectors, not out/): it begins the output files' "
+                           "names", path)
         _probe(_parent_directory(path) if prefix else output_directory(path), path)
 
 
