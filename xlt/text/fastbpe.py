@@ -179,7 +179,9 @@ def corpus_feed(paths: Sequence[str]) -> Iterator[bytes]:
         if not last.endswith(b"\n"):
             yield b"\n"
     if not has_words:
-        raise XltError("empty corpus: no words", paths[0] if len(paths) == 1 else None)
+        if len(paths) == 1:
+            raise XltError("empty corpus: no words", paths[0])
+        raise XltError(f"empty corpus: no words in {', '.join(map(str, paths))}")
 
 
 def check_inputs(paths: Sequence[PathLike], what: str) -> list[str]:
