@@ -200,6 +200,14 @@ def save_maps(path: str, maps: Sequence[np.ndarray], labels: Sequence) -> dict:
             "orientation": "iternorm(x_source) @ W -> target space"}
 
 
+def check_word_inputs(word: WordSettings, train_dictionary: Optional[str]) -> None:
+    """Before any work: the settings fit the dictionaries, and a --pos-from file is one the breakdown
+    can read (read again once the spaces are built, cheaply next to them)."""
+    word.check(train_dictionary)
+    if word.pos_from is not None:
+        read_pos_lexicon(word.pos_from)
+
+
 def evaluate_spaces(source: WordSpace, target: WordSpace, train_dictionary: Optional[str], test_dictionary: str,
                     settings: AlignSettings, word: WordSettings, labels: Sequence, source_key=str,
                     target_key=str) -> dict:
@@ -274,7 +282,7 @@ def align_word(model: str, source_lang: str, target_lang: str, train_dictionary:
     """``xlt align word``: the two token embedding tables, mapped (Figure 4a) or as one joint space."""
     if subwords not in ("single", "mean"):
         raise XltError(f"unknown subword handling {subwords!r} (single or mean)")
-    word.check(train_dictionary)
+    check_word_inputs(word, train_dictionary)
     sides = Sides.load(model, source_lang, target_lang, target_model, settings)
     pairs = [p for path in (train_dictionary, test_dictionary) if path for p in read_muse_dictionary(path)]
     source, source_key = embedding_space(sides.source, source_lang, [s for s, _ in pairs], subwords)
@@ -358,7 +366,7 @@ def align_contextual_word(model: str, source_lang: str, target_lang: str, source
     """``xlt align contextual-word``: per-layer mean contextual word vectors (Figure 4b; with
     ``word.map="none"`` Liu et al.'s BERT word retrieval: each word the mean of its contexts).
     ``space_cache``: a directory where each language's space is kept and reused."""
-    word.check(train_dictionary)
+    check_word_inputs(word, train_dictionary)
     if space_cache is not None:
         for corpus in (source_corpus, target_corpus):  # stdin or a pipe would be read up by the checksum
             if not os.path.isfile(require_file(corpus, "corpus")):

@@ -98,11 +98,6 @@ class WordSettings:
             check_output_paths(self.pairs_out)
 
     def check(self, train_dictionary: Optional[str]) -> None:
-        """Before any work: Procrustes needs training pairs, and a --pos-from file must be one the
-        breakdown can read (it is read again after the spaces are built, cheaply next to them)."""
+        """Before any work: Procrustes needs training pairs."""
         if self.map == "procrustes" and train_dictionary is None:
             raise XltError("--map procrustes learns W on --train-dict: give one, or --map none (the joint space)")
-        if self.pos_from is not None:
-            from xlt.analysis.dictionaries import read_pos_lexicon
-
-            read_pos_lexicon(self.pos_from)

@@ -22,7 +22,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from xlt.analysis.align import AlignSettings, WordSettings, WordSpace, evaluate_spaces
+from xlt.analysis.align import AlignSettings, WordSettings, WordSpace, check_word_inputs, evaluate_spaces
 from xlt.analysis.dictionaries import read_muse_dictionary
 from xlt.embed.formats import Embeddings, read_word2vec
 from xlt.text.tokenize import check_language
@@ -71,7 +71,7 @@ def align_static_word(emb_a: str, emb_b: str, source_lang: str, target_lang: str
         raise XltError(f"--max-words must be at least 10, got {max_words}")
     for lang in (source_lang, target_lang):   # the files name no language: the codes are the record's
         check_language(lang)
-    word.check(train_dictionary)
+    check_word_inputs(word, train_dictionary)
     bpe = None
     if codes is not None:
         from xlt.text.bpe import BPE
