@@ -250,6 +250,34 @@ def test_other_settings_in_the_same_run_dir_are_refused(inputs, tmp_path):
     assert_one_line_error(res, "other settings", "lr")
 
 
+def test_a_run_is_never_cut_back_nor_asked_for_a_snapshot_it_has_passed(inputs, tmp_path):
+    run = tmp_path / "run"
+    run_xlt("pretrain", "--run-dir", run, *inputs["args"], *tiny_args(6), check=True)
+    before = (run / "config.json").read_bytes()
+    # fewer steps than the run has: its description said max_steps 4 beside a checkpoint at step 6
+    assert_one_line_error(run_xlt("pretrain", "--run-dir", run, *inputs["args"], *tiny_args(4)),
+                          "the run is at step 6, past --max-steps 4")
+    # a snapshot of a passed step: the run went on without it, and its description listed it
+    assert_one_line_error(run_xlt("pretrain", "--run-dir", run, *inputs["args"], *tiny_args(6, snapshot_at="4")),
+                          "--snapshot-at 4: the run is at step 6 and has no such snapshot")
+    assert (run / "config.json").read_bytes() == before and not (run / "checkpoints" / "step-4.pt").exists()
+
+
+@pytest.mark.parametrize("config", [{"config": {"format": "xlt-finetune/1", "task": "ner", "model": "m"}},
+                                    {"model_type": "bert"}])
+def test_a_folder_that_holds_something_else_is_refused_and_left_as_it_was(config, inputs, tmp_path):
+    # a fine-tuning run's folder, a transformers model's: starting over overwrote their config.json
+    # and emptied their metrics
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "config.json").write_text(json.dumps(config))
+    (other / "metrics.jsonl").write_text('{"epoch": 1}\n')
+    res = run_xlt("pretrain", "--run-dir", other, *inputs["args"], *tiny_args(2))
+    assert_one_line_error(res, f"{other / 'config.json'}: not a pretraining run's description")
+    assert sorted(p.name for p in other.iterdir()) == ["config.json", "metrics.jsonl"]
+    assert json.loads((other / "config.json").read_text()) == config
+
+
 def test_nan_loss_stops_and_keeps_last_good_checkpoint(inputs, tmp_path, monkeypatch):
     from xlt.pretrain.config import PretrainConfig
     from xlt.pretrain.plan import resolve

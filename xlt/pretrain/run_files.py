@@ -53,6 +53,23 @@ def _described(stores: Mapping[str, Mapping[str, TokenStore]]) -> dict[str, dict
             for split, by_lang in stores.items() for lang, store in by_lang.items()}
 
 
+# keys every pretraining run's resolved config has had: a config.json without them is another
+# tool's (a fine-tuning run's, a transformers model's), which starting over would overwrite
+PRETRAINING_KEYS = ("max_steps", "stream_len", "batch_size", "vocab", "train")
+
+
+def check_pretraining_run(run_dir: str) -> None:
+    """XltError unless ``run_dir`` is absent, holds no config.json, or holds a pretraining run's."""
+    path = os.path.join(run_dir, "config.json")
+    if not os.path.exists(path):
+        return
+    config = read_json(path, "run description")
+    config = config.get("config") if isinstance(config, dict) else None
+    if not isinstance(config, dict) or not all(key in config for key in PRETRAINING_KEYS) or "task" in config:
+        raise XltError("not a pretraining run's description: the directory holds something else (a fine-tuning "
+                       "run, a model); use a new directory", path)
+
+
 def changed_inputs(run_dir: str, vocab_sha256: str, codes: Mapping[str, str],
                    stores: Mapping[str, Mapping[str, TokenStore]]) -> Optional[list[str]]:
     """The inputs whose content differs from what the run in ``run_dir`` recorded, wherever they are

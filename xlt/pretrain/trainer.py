@@ -30,8 +30,8 @@ from xlt.pretrain import distributed
 from xlt.pretrain.checkpoint import save_checkpoint
 from xlt.pretrain.config import ADDED_DEFAULTS, MUTABLE_KEYS
 from xlt.pretrain.plan import PretrainPlan, open_stores, tokenizer_config
-from xlt.pretrain.run_files import (INPUT_PATH_KEYS, changed_inputs, describe_run, remove_leftovers,
-                                    sigterm_requested)
+from xlt.pretrain.run_files import (INPUT_PATH_KEYS, changed_inputs, check_pretraining_run, describe_run,
+                                    remove_leftovers, sigterm_requested)
 from xlt.pretrain.schedule import inverse_sqrt_schedule
 from xlt.pretrain.snapshots import remove_snapshots, snapshot_due, write_snapshot
 from xlt.pretrain.unigram import unigram_log_probs
@@ -195,8 +195,19 @@ class Pretrainer:
                 if os.path.exists(self._path("best.pt")):
                     os.unlink(self._path("best.pt"))
                 remove_snapshots(self._path(""))
-            self._describe(resolved)
         return distributed.broadcast_object(self.d, resuming)
+
+    def _check_resumable(self) -> None:
+        """What a resumed run cannot do, refused before its description says it will: go back to fewer
+        steps, or write a snapshot of a step it has passed (the step's weights are gone)."""
+        cfg, last = self.cfg, self._path("last.pt")
+        if self.step > cfg.max_steps:
+            raise XltError(f"the run is at step {self.step}, past --max-steps {cfg.max_steps}: a run is extended, "
+                           "never cut back (give --max-steps of at least its step)", last)
+        missed = [n for n in cfg.snapshot_at or () if n <= self.step and not os.path.exists(self._path(f"step-{n}.pt"))]
+        if missed:
+            raise XltError(f"--snapshot-at {', '.join(map(str, missed))}: the run is at step {self.step} and has no "
+                           "such snapshot; a passed step's weights cannot be written (use a new directory)", last)
 
     def _describe(self, resolved: dict[str, Any]) -> None:
         describe_run(self.run_dir, resolved, self.cfg.vocab, self.vocab.sha256, self.cfg.codes,
@@ -205,13 +216,18 @@ class Pretrainer:
 
     def train(self) -> dict[str, Any]:
         """Train to ``max_steps`` (resuming if the run directory has a checkpoint); return a summary."""
+        if self.d.is_main:   # before the lock file: a folder that is not a pretraining run gets nothing
+            check_pretraining_run(self.run_dir)
         lock = exclusive_lock(os.path.join(self.run_dir, ".lock")) if self.d.is_main else contextlib.nullcontext()
         make_directory(self.run_dir)
         with lock, sigterm_requested() as stop:
             if self.prepare_run_dir():
                 self.load_state_dict(load_checkpoint(self._path("last.pt")))
+                self._check_resumable()
                 if self.d.is_main:
                     log.info(f"resuming {self.run_dir} at step {self.step}")
+            if self.d.is_main:   # the description is the run's once it is known to go on under it
+                self._describe(self.plan.to_dict())
             if self.d.is_main:  # what a killed attempt logged after this step is logged again
                 self.metrics.truncate_after(self.step)
             return self._loop(stop)
