@@ -86,6 +86,12 @@ def test_resume_equals_uninterrupted(inputs, tmp_path):
     assert_same_weights(weights(straight), weights(split))
     steps = [json.loads(l)["step"] for l in (split / "metrics.jsonl").read_text().splitlines() if "loss" in l]
     assert steps == sorted(set(steps)), "a resumed run must not log a step twice"
+    # the description keeps how the run started and adds the resume: where, on what, what it changed
+    first, last = (json.loads((run / "config.json").read_text()) for run in (straight, split))
+    assert "resumes" not in first and last["config"] == first["config"] and last["command"][-1] == "7"
+    (resume,) = last["resumes"]
+    assert resume["step"] == 7 and resume["changed"] == {"max_steps": [7, 14]} and resume["command"][-1] == "14"
+    assert resume["environment"]["cpu"] == cpu_model() and resume["environment"]["torch"] == torch.__version__
 
 
 def test_a_run_whose_inputs_moved_resumes_and_one_whose_inputs_changed_does_not_even_under_the_same_paths(inputs, tmp_path):
@@ -260,6 +266,9 @@ def test_a_run_is_never_cut_back_nor_asked_for_a_snapshot_it_has_passed(inputs, 
     # a snapshot of a passed step: the run went on without it, and its description listed it
     assert_one_line_error(run_xlt("pretrain", "--run-dir", run, *inputs["args"], *tiny_args(6, snapshot_at="4")),
                           "--snapshot-at 4: the run is at step 6 and has no such snapshot")
+    # other dev batches: best.pt's perplexity and the new evaluations' would not be comparable
+    assert_one_line_error(run_xlt("pretrain", "--run-dir", run, *inputs["args"], *tiny_args(8, eval_batches="1")),
+                          "other settings (eval_batches: None -> 1)")
     assert (run / "config.json").read_bytes() == before and not (run / "checkpoints" / "step-4.pt").exists()
 
 

@@ -164,5 +164,6 @@ ADDED_DEFAULTS = {"short_stream_len": None, "short_stream_steps": 0, "dropout": 
 # Keys that may change when the same run directory is started again (to train for longer).
 # --compile only changes how the same arithmetic is scheduled, so a run may resume with or without it;
 # snapshots only copy weights out, so a run may resume with others (and one written before they
-# existed resumes, since mutable keys are not compared).
-MUTABLE_KEYS = ("max_steps", "log_every", "eval_batches", "compile", "snapshot_every", "snapshot_at")
+# existed resumes, since mutable keys are not compared). --eval-batches is not one: best.pt is the
+# lowest dev perplexity, and perplexities over other dev batches are not comparable.
+MUTABLE_KEYS = ("max_steps", "log_every", "compile", "snapshot_every", "snapshot_at")

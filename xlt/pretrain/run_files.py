@@ -28,8 +28,9 @@ INPUT_PATH_KEYS = ("vocab", "train", "dev", "codes")
 
 def describe_run(run_dir: str, resolved: dict[str, Any], vocab_path: str, vocab_sha256: str,
                  codes: Mapping[str, str], tokenizers: Mapping[str, TokenizerConfig],
-                 stores: Mapping[str, Mapping[str, TokenStore]]) -> None:
-    """Copy what later stages need to treat new text exactly as in training, and write config.json.
+                 stores: Mapping[str, Mapping[str, TokenStore]], resumed_at_step: Optional[int] = None) -> None:
+    """Copy what later stages need to treat new text exactly as in training, and write config.json
+    (a resumed run's adds this attempt to its resumes).
 
     ``stores`` maps a split ("train", "dev") to its stores by language.
     """
@@ -44,7 +45,8 @@ def describe_run(run_dir: str, resolved: dict[str, Any], vocab_path: str, vocab_
     write_json(os.path.join(run_dir, "text.json"), {
         lang: {**tok.to_dict(), "codes": f"codes.{lang}" if lang in codes else None}
         for lang, tok in tokenizers.items()})
-    write_run_description(run_dir, resolved, {"vocab_sha256": vocab_sha256, "stores": _described(stores)})
+    write_run_description(run_dir, resolved, {"vocab_sha256": vocab_sha256, "stores": _described(stores)},
+                          resumed_at_step)
 
 
 def _described(stores: Mapping[str, Mapping[str, TokenStore]]) -> dict[str, dict]:

@@ -209,10 +209,10 @@ class Pretrainer:
             raise XltError(f"--snapshot-at {', '.join(map(str, missed))}: the run is at step {self.step} and has no "
                            "such snapshot; a passed step's weights cannot be written (use a new directory)", last)
 
-    def _describe(self, resolved: dict[str, Any]) -> None:
+    def _describe(self, resolved: dict[str, Any], resumed_at_step: Optional[int]) -> None:
         describe_run(self.run_dir, resolved, self.cfg.vocab, self.vocab.sha256, self.cfg.codes,
                      {lang: tokenizer_config(self.cfg, lang) for lang in self.languages},
-                     {"train": self.train_stores, "dev": self.dev_stores})
+                     {"train": self.train_stores, "dev": self.dev_stores}, resumed_at_step)
 
     def train(self) -> dict[str, Any]:
         """Train to ``max_steps`` (resuming if the run directory has a checkpoint); return a summary."""
@@ -221,13 +221,14 @@ class Pretrainer:
         lock = exclusive_lock(os.path.join(self.run_dir, ".lock")) if self.d.is_main else contextlib.nullcontext()
         make_directory(self.run_dir)
         with lock, sigterm_requested() as stop:
-            if self.prepare_run_dir():
+            resuming = self.prepare_run_dir()
+            if resuming:
                 self.load_state_dict(load_checkpoint(self._path("last.pt")))
                 self._check_resumable()
                 if self.d.is_main:
                     log.info(f"resuming {self.run_dir} at step {self.step}")
             if self.d.is_main:   # the description is the run's once it is known to go on under it
-                self._describe(self.plan.to_dict())
+                self._describe(self.plan.to_dict(), self.step if resuming else None)
             if self.d.is_main:  # what a killed attempt logged after this step is logged again
                 self.metrics.truncate_after(self.step)
             return self._loop(stop)

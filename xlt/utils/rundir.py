@@ -175,11 +175,22 @@ def check_same_config(run_dir: PathLike, resolved: dict[str, Any], mutable: tupl
     return True
 
 
-def write_run_description(run_dir: PathLike, resolved: dict[str, Any], inputs: dict[str, Any]) -> None:
-    """Write ``config.json``: the resolved config, the command line, versions and input checksums."""
-    write_json(os.path.join(os.fspath(run_dir), "config.json"), {
-        "config": resolved,
-        "command": command_line(),
-        "environment": environment(),
-        "inputs": inputs,
-    })
+def write_run_description(run_dir: PathLike, resolved: dict[str, Any], inputs: dict[str, Any],
+                          resumed_at_step: Optional[int] = None) -> None:
+    """Write ``config.json``: the resolved config, the command line, versions and input checksums.
+
+    A resumed run (``resumed_at_step``) keeps the command and environment it started with and adds this
+    attempt to ``resumes`` (its step, command, environment and the settings it changed): a run carried
+    on from another machine or another CPU kind is not bit-reproducible on either, and says so.
+    """
+    path = os.path.join(os.fspath(run_dir), "config.json")
+    attempt = {"command": command_line(), "environment": environment()}
+    if resumed_at_step is None or not os.path.exists(path):
+        description: dict[str, Any] = {"config": resolved, **attempt}
+    else:
+        description = read_json(path, "run description")
+        before = description.get("config", {})
+        changed = {k: [before.get(k), v] for k, v in resolved.items() if before.get(k) != v}
+        resumes = description.get("resumes", []) + [{"step": resumed_at_step, **attempt, "changed": changed}]
+        description.update(config=resolved, resumes=resumes)
+    write_json(path, {**description, "inputs": inputs})
