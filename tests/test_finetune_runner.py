@@ -200,6 +200,11 @@ def test_interrupted_run_resumes_and_equals_an_uninterrupted_one(world, tmp_path
         assert all(torch.equal(wa[part][k], wb[part][k]) for k in wa[part])
     assert sorted(p.name for p in run_b.glob("*.pt")) == [train_a["best_file"]]
     assert not list(run_b.glob("*.tmp"))
+    # the description names the resume (a run carried on elsewhere is reproducible nowhere)
+    config_a, config_b = (json.loads((r / "config.json").read_text()) for r in (run_a, run_b))
+    assert "resumes" not in config_a and config_b["config"] == config_a["config"]
+    (resume,) = config_b["resumes"]
+    assert resume["epoch"] == 1 and resume["changed"] == {} and resume["environment"]["cpu"] == cpu_model()
 
 
 def test_a_kill_after_the_epoch_state_is_written_loses_no_metrics_line(world, tmp_path, monkeypatch):

@@ -2,7 +2,8 @@
 
 The run directory (named by the runner from a hash of everything that decides the result)::
 
-    config.json           what the run computes: settings, model and data checksums (write_run_description)
+    config.json           what the run computes: settings, model and data checksums (write_run_description),
+                          and where each resume picked up, with its command and machine (record_resume)
     metrics.jsonl         one line per epoch: train loss, source dev metrics, lr, padding, speed
     state.pt              resume state after the last completed epoch (deleted when training ends)
     best-epoch{E}.pt      trainable weights of the best epoch on the source dev set
@@ -52,7 +53,7 @@ from xlt.text.pipeline import TextPipeline
 from xlt.utils import log
 from xlt.utils.errors import XltError
 from xlt.utils.outputs import write_json
-from xlt.utils.rundir import MetricsLog
+from xlt.utils.rundir import MetricsLog, record_resume
 from xlt.utils.seed import rng_state, seed_everything, set_rng_state
 
 EMBEDDING_PREFIXES = ("token_embeddings.", "position_embeddings.", "language_embeddings.", "embedding_norm.")
@@ -269,6 +270,8 @@ class RunTrainer:
             self.best = BestEpoch.from_dict(state["best"])
             self.files.remove_best_except(self.best.file)  # written by the killed epoch after this state
             self.metrics.truncate_after(self.step)
+            if os.path.exists(self.files.path("config.json")):
+                record_resume(self.run_dir, {"epoch": self.epoch})
             log.info(f"{self.run_dir}: resuming after epoch {self.epoch}")
         else:  # a fresh start: nothing of an attempt killed in its first epoch may survive
             self.files.remove_best_except(None)

@@ -46,7 +46,7 @@ def describe_run(run_dir: str, resolved: dict[str, Any], vocab_path: str, vocab_
         lang: {**tok.to_dict(), "codes": f"codes.{lang}" if lang in codes else None}
         for lang, tok in tokenizers.items()})
     write_run_description(run_dir, resolved, {"vocab_sha256": vocab_sha256, "stores": _described(stores)},
-                          resumed_at_step)
+                          None if resumed_at_step is None else {"step": resumed_at_step})
 
 
 def _described(stores: Mapping[str, Mapping[str, TokenStore]]) -> dict[str, dict]:

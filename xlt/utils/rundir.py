@@ -176,21 +176,29 @@ def check_same_config(run_dir: PathLike, resolved: dict[str, Any], mutable: tupl
 
 
 def write_run_description(run_dir: PathLike, resolved: dict[str, Any], inputs: dict[str, Any],
-                          resumed_at_step: Optional[int] = None) -> None:
-    """Write ``config.json``: the resolved config, the command line, versions and input checksums.
-
-    A resumed run (``resumed_at_step``) keeps the command and environment it started with and adds this
-    attempt to ``resumes`` (its step, command, environment and the settings it changed): a run carried
-    on from another machine or another CPU kind is not bit-reproducible on either, and says so.
-    """
+                          resumed_at: Optional[dict[str, int]] = None) -> None:
+    """Write ``config.json``: the resolved config, the command line, versions and input checksums;
+    for a resumed run (``resumed_at``, e.g. ``{"step": 7}``) see :func:`record_resume`."""
     path = os.path.join(os.fspath(run_dir), "config.json")
-    attempt = {"command": command_line(), "environment": environment()}
-    if resumed_at_step is None or not os.path.exists(path):
-        description: dict[str, Any] = {"config": resolved, **attempt}
+    if resumed_at is not None and os.path.exists(path):
+        record_resume(run_dir, resumed_at, resolved, inputs)
     else:
-        description = read_json(path, "run description")
-        before = description.get("config", {})
-        changed = {k: [before.get(k), v] for k, v in resolved.items() if before.get(k) != v}
-        resumes = description.get("resumes", []) + [{"step": resumed_at_step, **attempt, "changed": changed}]
-        description.update(config=resolved, resumes=resumes)
-    write_json(path, {**description, "inputs": inputs})
+        write_json(path, {"config": resolved, "command": command_line(), "environment": environment(),
+                          "inputs": inputs})
+
+
+def record_resume(run_dir: PathLike, at: dict[str, int], resolved: Optional[dict[str, Any]] = None,
+                  inputs: Optional[dict[str, Any]] = None) -> None:
+    """Add this attempt to ``config.json``'s ``resumes`` (where it picked up, its command, environment
+    and the settings it changed), keeping the command and environment the run started with: a run
+    carried on from another machine or CPU kind is bit-reproducible on neither, and says so."""
+    path = os.path.join(os.fspath(run_dir), "config.json")
+    description = read_json(path, "run description")
+    before = description.get("config", {})
+    resolved = before if resolved is None else resolved
+    changed = {k: [before.get(k), v] for k, v in resolved.items() if before.get(k) != v}
+    resume = {**at, "command": command_line(), "environment": environment(), "changed": changed}
+    description.update(config=resolved, resumes=description.get("resumes", []) + [resume])
+    if inputs is not None:
+        description["inputs"] = inputs
+    write_json(path, description)
