@@ -92,8 +92,13 @@ def test_bad_shapes_and_correlation():
     X, Y = random_pair()
     with pytest.raises(XltError, match="same number of rows"):
         cka(X, Y[:-1])
-    with pytest.raises(XltError, match="constant"):
-        cka(X, np.ones_like(Y))
+    # a constant whose mean is not exact in floating point (0.1 in 7 rows) too, in both forms
+    for constant in (np.ones_like(Y), np.full((7, 4), 0.1), np.full((9, 3), 1 / 3, np.float32)):
+        other = np.random.default_rng(0).normal(size=(len(constant), 5))
+        for debiased in (False, True):
+            for form in (cka, cka_gram_form):
+                with pytest.raises(XltError, match="constant"):
+                    form(other, constant, debiased=debiased)
     assert pearson([1, 2, 3, 4], [2, 4, 6, 8.5]) == pytest.approx(np.corrcoef([1, 2, 3, 4], [2, 4, 6, 8.5])[0, 1])
     with pytest.raises(XltError, match="at least 3"):
         pearson([1, 2], [1, 2])

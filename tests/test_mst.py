@@ -99,3 +99,14 @@ def test_one_word_and_empty():
     assert decode_tree(np.zeros((1, 1))).tolist() == [-1]
     with pytest.raises(ValueError, match="no allowed head"):
         decode_tree(np.array([[0.0, 0.0], [-np.inf, 0.0]]))
+
+
+def test_no_tree_of_allowed_arcs_is_an_error_not_a_forbidden_arc():
+    # words 1 and 2 may only head each other: every word has an allowed head, but no allowed tree
+    scores = np.full((3, 3), -np.inf)
+    scores[1, 2] = scores[2, 1] = 1.0
+    for single_root in (True, False):
+        with pytest.raises(ValueError, match="no tree of allowed arcs"):
+            decode_tree(scores, single_root=single_root)
+    scores[2, 0] = 0.0  # one allowed arc from ROOT: 0 -> 2 -> 1
+    assert decode_tree(scores).tolist() == [-1, 2, 0]

@@ -39,6 +39,16 @@ def _as_float64(X: np.ndarray) -> np.ndarray:
     return X
 
 
+# A representation whose centred rows are this small next to it is constant: the mean of n equal rows
+# is off by a rounding error, so an exact zero test misses most constants (0.1 in 7 rows leaves 1e-17),
+# while float32 activations that vary at all vary by far more (their precision is 1e-7).
+CONSTANT_TOLERANCE = 1e-9
+
+
+def _is_constant(centred: np.ndarray, original: np.ndarray) -> bool:
+    return bool(np.linalg.norm(centred) <= CONSTANT_TOLERANCE * np.linalg.norm(original))
+
+
 def _check_rows(X: np.ndarray, Y: np.ndarray, debiased: bool) -> int:
     n = X.shape[0]
     if Y.shape[0] != n:
@@ -56,7 +66,9 @@ class FeatureStats:
     """
 
     def __init__(self, X: np.ndarray, debiased: bool = False):
-        self.centred = _as_float64(X) - np.mean(X, axis=0, dtype=np.float64)
+        X = _as_float64(X)
+        self.centred = X - np.mean(X, axis=0)
+        self.constant = _is_constant(self.centred, X)
         self.debiased = debiased
         self.row_sq = np.einsum("ij,ij->i", self.centred, self.centred)
         gram_frobenius_sq = float(np.linalg.norm(self.centred.T @ self.centred) ** 2)
@@ -74,11 +86,13 @@ class FeatureStats:
     def similarity(self, other: "FeatureStats") -> float:
         """CKA between this representation and ``other`` (same n, same estimator)."""
         _check_rows(self.centred, other.centred, self.debiased)
+        if self.constant or other.constant:
+            raise XltError("CKA is undefined: one representation is constant over all rows")
         cross = float(np.linalg.norm(other.centred.T @ self.centred) ** 2)
         if self.debiased:
             cross = self._adjust(cross, other)
-        denominator = np.sqrt(self.self_similarity * other.self_similarity)
-        if denominator == 0.0:
+        denominator = np.sqrt(max(self.self_similarity * other.self_similarity, 0.0))
+        if denominator == 0.0:  # the debiased estimator of a near-constant representation
             raise XltError("CKA is undefined: one representation is constant over all rows")
         return float(cross / denominator)
 
@@ -112,6 +126,8 @@ def cka_from_grams(K: np.ndarray, L: np.ndarray, debiased: bool = False) -> floa
     """CKA from two Gram matrices [n, n] (any kernel; XXᵀ and YYᵀ give linear CKA)."""
     _check_rows(K, L, debiased)
     Kc, Lc = center_gram(K, debiased), center_gram(L, debiased)
+    if _is_constant(Kc, np.asarray(K)) or _is_constant(Lc, np.asarray(L)):
+        raise XltError("CKA is undefined: one representation is constant over all rows")
     return float(Kc.ravel() @ Lc.ravel() / (np.linalg.norm(Kc) * np.linalg.norm(Lc)))
 
 

@@ -70,7 +70,7 @@ def decode_tree(scores: np.ndarray, single_root: bool = True) -> np.ndarray:
     """Heads of the maximum spanning tree of ``scores`` [n+1, n+1] (float, ``-inf`` = forbidden arc).
 
     Returns an int array [n+1] with ``heads[0] == -1`` and ``heads[d]`` in 0..n for words d >= 1.
-    With ``single_root``, exactly one word has head 0. Every word needs some finite arc.
+    With ``single_root``, exactly one word has head 0. ValueError where no tree of finite arcs exists.
     """
     scores = np.array(scores, dtype=np.float64)
     n = scores.shape[0] - 1
@@ -84,4 +84,9 @@ def decode_tree(scores: np.ndarray, single_root: bool = True) -> np.ndarray:
         finite = scores[np.isfinite(scores)]
         penalty = n * (finite.max() - finite.min()) + 1.0
         scores[1:, 0] -= penalty
-    return _chu_liu_edmonds(scores)
+    heads = _chu_liu_edmonds(scores)
+    # The best tree uses a forbidden arc only where no tree of allowed arcs exists (each word's finite
+    # arcs may all run in a cycle): an error, not a tree the caller said cannot be.
+    if not np.isfinite(scores[np.arange(1, n + 1), heads[1:]]).all():
+        raise ValueError("no tree of allowed arcs spans the words")
+    return heads
