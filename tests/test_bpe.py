@@ -7,8 +7,10 @@ import gzip
 import lzma
 import os
 import random
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -364,3 +366,44 @@ def test_learn_agrees_with_textbook_bpe(tmp_path):
         words[word] = words.get(word, 0) + 1
     assert ours == textbook_merges(words, 100, ours)
     assert f"only {len(ours)} merges" in written.stderr  # the corpus ran out of pairs before 100
+
+
+CHILD_OF_A_KILLED_PARENT = """
+import subprocess, sys
+from xlt.text.fastbpe import run_fast
+print("started", flush=True)
+run_fast(["60"], stdout=subprocess.DEVNULL, tool="sleep")
+"""
+
+
+def _state(pid: int) -> str:
+    """A process's state letter ("Z": a zombie init has not reaped yet), "" once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return ""
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="parent-death signals are Linux's")
+def test_the_tool_dies_with_a_parent_killed_outright():
+    # kill -9 (the OOM killer) of `xlt bpe apply` left `fast applybpe` running, re-parented to init,
+    # on a temporary nobody would rename; SIGTERM was always passed on
+    parent = subprocess.Popen([sys.executable, "-c", CHILD_OF_A_KILLED_PARENT], stdout=subprocess.PIPE, text=True)
+    child = None
+    try:
+        assert parent.stdout.readline() == "started\n"
+        children = Path(f"/proc/{parent.pid}/task/{parent.pid}/children")
+        deadline = time.time() + 30
+        while not children.read_text().split() and time.time() < deadline:
+            time.sleep(0.02)
+        (child,) = map(int, children.read_text().split())
+        parent.kill()
+        parent.wait()
+        deadline = time.time() + 10
+        while _state(child) not in ("", "Z") and time.time() < deadline:
+            time.sleep(0.02)
+        assert _state(child) in ("", "Z"), "the tool outlived its parent"
+    finally:
+        parent.kill()
+        if child is not None and _state(child) not in ("", "Z"):
+            os.kill(child, signal.SIGKILL)

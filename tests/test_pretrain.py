@@ -49,6 +49,23 @@ def test_inverse_sqrt_schedule():
     assert lrs[40 - 1] == pytest.approx(1e-3 * (10 / 39) ** 0.5)
 
 
+def test_the_unigram_floor_counts_the_store_a_chunk_at_a_time_as_a_textbook_count(inputs, monkeypatch):
+    # it copied up to 50M ids into memory as int64 (400 MB per language and rank)
+    import numpy as np
+
+    import xlt.pretrain.unigram as unigram
+    from xlt.data.store import TokenStore
+    from xlt.text.vocab import SPECIALS
+
+    store, V = TokenStore.open(inputs["root"] / "en.train"), len(inputs["vocab"])
+    ids = np.array(store.tokens[:1000], dtype=np.int64)
+    counts = np.array([(ids == i).sum() for i in range(V)], dtype=np.float64)
+    counts[:len(SPECIALS)] = 0
+    textbook = np.log((counts + 1) / (counts.sum() + V - len(SPECIALS)))
+    monkeypatch.setattr(unigram, "COUNT_CHUNK", 7)   # many chunks, the last one short
+    assert np.array_equal(unigram.unigram_log_probs(store, V, limit=1000), textbook)
+
+
 def test_run_directory_describes_itself(inputs, tmp_path):
     run = tmp_path / "run"
     res = run_xlt("pretrain", "--run-dir", run, *inputs["args"], *tiny_args(10))

@@ -14,6 +14,7 @@ from xlt.data.store import TokenStore
 from xlt.text.vocab import SPECIALS
 
 COUNT_TOKENS = 50_000_000  # a prefix of the training store: a stable estimate, counted in about a second
+COUNT_CHUNK = 1 << 22
 
 
 def unigram_log_probs(store: TokenStore, vocab_size: int, limit: int = COUNT_TOKENS) -> np.ndarray:
@@ -22,7 +23,11 @@ def unigram_log_probs(store: TokenStore, vocab_size: int, limit: int = COUNT_TOK
     Specials (separators, ``<mask>``) are not counted and the smoothing mass is spread over the
     ordinary tokens, as if specials were never targets (``<unk>`` can be one: it keeps its add-one).
     """
-    counts = np.bincount(np.asarray(store.tokens[:limit], dtype=np.int64), minlength=vocab_size)
-    counts = counts[:vocab_size].astype(np.float64)
+    tokens = store.tokens[:limit]   # memory-mapped: counted a chunk at a time, never copied whole
+    counts = np.zeros(vocab_size, dtype=np.int64)
+    for start in range(0, len(tokens), COUNT_CHUNK):
+        chunk = np.bincount(tokens[start:start + COUNT_CHUNK], minlength=vocab_size)
+        counts += chunk[:vocab_size]
+    counts = counts.astype(np.float64)
     counts[:len(SPECIALS)] = 0
     return np.log((counts + 1.0) / (counts.sum() + vocab_size - len(SPECIALS)))

@@ -23,6 +23,7 @@ from typing import BinaryIO, Callable, Iterable, Iterator, Optional, Sequence, U
 
 from xlt.utils.errors import PathLike, XltError, require_file
 from xlt.utils.outputs import atomic_output, cannot_write
+from xlt.utils.processes import dying_with_this_process
 from xlt.utils.textio import open_binary
 
 FAST_ENV = "XLT_FASTBPE"
@@ -67,7 +68,8 @@ def run_fast(args: Sequence[str], stdout: Union[BinaryIO, int], feed: Optional[I
     """
     with tempfile.TemporaryFile() as errlog:
         proc = subprocess.Popen([tool or fast_tool(), *args], stdout=stdout, stderr=errlog,
-                                stdin=subprocess.DEVNULL if feed is None else subprocess.PIPE)
+                                stdin=subprocess.DEVNULL if feed is None else subprocess.PIPE,
+                                preexec_fn=dying_with_this_process())
         try:
             if feed is not None:
                 try:

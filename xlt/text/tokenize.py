@@ -23,12 +23,10 @@ So the output always has exactly as many lines as the input.
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import logging
 import multiprocessing
 import os
-import signal
 import time
 import unicodedata
 from collections import deque
@@ -46,6 +44,7 @@ from xlt.text.fake import to_fake as _to_fake
 from xlt.utils import log
 from xlt.utils.errors import PathLike, XltError
 from xlt.utils.outputs import atomic_output, write_json
+from xlt.utils.processes import die_with
 from xlt.utils.textio import read_json, read_lines
 
 #: Languages segmented by jieba instead of the Moses tokenizer.
@@ -199,21 +198,8 @@ _worker_tokenizer: Optional[Tokenizer] = None
 
 def _init_worker(config: TokenizerConfig, parent: int) -> None:
     global _worker_tokenizer
-    _die_with(parent)
+    die_with(parent)  # a parent killed outright would leave its pool working on
     _worker_tokenizer = Tokenizer.from_config(config)
-
-
-def _die_with(parent: int) -> None:
-    """On Linux, a worker gets SIGKILL when its parent dies (PR_SET_PDEATHSIG). A parent killed
-    outright (SIGKILL, the OOM killer) cannot stop its pool; its workers lived on until their next
-    result met the closed pipe, then printed multiprocessing's BrokenPipeError tracebacks."""
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):   # not Linux: the workers stop at the closed pipe, as before
-        return
-    prctl(1, signal.SIGKILL)   # 1: PR_SET_PDEATHSIG
-    if os.getppid() != parent:   # the parent died before the call: no signal will come
-        os._exit(1)
 
 
 def _tokenize_chunk(lines: list[str]) -> list[str]:

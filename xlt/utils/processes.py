@@ -1,0 +1,42 @@
+"""Child processes that die with xlt: a parent killed outright (SIGKILL, the OOM killer) cannot stop
+its children, which lived on, re-parented to init, working for an output nobody would rename."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+from typing import Callable, Optional
+
+PR_SET_PDEATHSIG = 1
+
+
+def _prctl() -> Optional[Callable[..., int]]:
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):   # not Linux: children stop at the closed pipe, if they read one
+        return None
+
+
+def die_with(parent: int) -> None:
+    """Called in a child: get SIGKILL when ``parent`` dies (Linux's PR_SET_PDEATHSIG)."""
+    prctl = _prctl()
+    if prctl is None:
+        return
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:   # the parent died before the call: no signal will come
+        os._exit(1)
+
+
+def dying_with_this_process() -> Optional[Callable[[], None]]:
+    """A ``preexec_fn`` for :class:`subprocess.Popen`: the program gets SIGKILL when this process dies.
+    prctl is looked up here, before the fork, so the child only makes the call."""
+    prctl, parent = _prctl(), os.getpid()
+    if prctl is None:
+        return None
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:
+            os._exit(1)
+    return preexec
