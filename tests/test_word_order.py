@@ -62,7 +62,7 @@ def test_permuted_raw_sentences_give_the_tokenizer_the_permuted_tokens_back(tmp_
     # XNLI's sentences are raw: permuted as tokens, then written so that fine-tuning's tokenizer reads those
     # tokens (clitics written against a word: standalone, Moses would split their apostrophe off too)
     sentences_ = ["I don't think it's Mr. Smith's U.S. house... or is it?", "They've gone; I'm not, I'm not.",
-                  "'s odd: that'll do, won't it?"]
+                  "'s odd: that'll do, won't it?", "We don't have 15 of the 1990's cars."]
     source, out = tmp_path / "en.tsv", tmp_path / "perm.tsv"
     source.write_text("".join(f"{s}\tIt's fine.\tneutral\n" for s in sentences_))
     permute_file(source, out, "xnli", seed=5)
@@ -73,6 +73,8 @@ def test_permuted_raw_sentences_give_the_tokenizer_the_permuted_tokens_back(tmp_
         assert english.tokenize(premise) != english.tokenize(original)
     # one word per clitic: a third clitic with no word left to take it stays alone
     assert spelled(["'s", ",", "dog", "'t", "'s", "cat", "."]) == ", dog's cat't . 's"
+    # after a digit Moses splits only 's: "15't" would be one new token (XNLI test-en line 902)
+    assert spelled(["15", "'t", "x"]) == "15 x't" and spelled(["x", "15", "'s", "'t"]) == "x't 15's"
     fake = tmp_path / "fake.tsv"
     fake_file(source, fake, "xnli")
     permute_file(fake, tmp_path / "fakeperm.tsv", "xnli", seed=5)

@@ -51,7 +51,13 @@ _SENTENCE_END = re.compile(r"""^[.!?]+["')\]]*$|[.!?]$""")
 _CLOSING = re.compile(r"""^["')\]]+$""")
 _SENTENCE_START = re.compile(r"""^(["'(\[]+$|["'(\[]?[A-Z0-9])""")
 _CLITIC = re.compile(r"^'[A-Za-z]")
-_WORD_END = re.compile(r"[A-Za-z0-9]$")
+_LETTER_END = re.compile(r"[A-Za-z]$")
+
+
+def _takes(word: str, clitic: str) -> bool:
+    """Whether Moses splits ``clitic`` off ``word + clitic`` again: after a letter any clitic, after a
+    digit only ``'s`` (``1990's``; ``15't`` stays one token)."""
+    return bool(_LETTER_END.search(word)) or (word[-1:].isdigit() and word.isascii() and clitic == "'s")
 
 
 def shuffled(items: Sequence, seed: int, key: str) -> list:
@@ -94,28 +100,31 @@ def spelled(tokens: Sequence[str]) -> str:
     again only there (after a space or a mark it splits its apostrophe off as well). One that follows
     no word, or a word that already has one, goes to the next word that has none."""
     out: list[str] = []
-    hosts: list[bool] = []      # out[i] can take a clitic
+    hosts: list[str] = []       # out[i] as English while it can take a clitic, else ""
     pending: list[str] = []
     for token in tokens:
-        if _CLITIC.match(to_english(token)):
-            if out and hosts[-1]:
+        english = to_english(token)
+        if _CLITIC.match(english):
+            if out and hosts[-1] and _takes(hosts[-1], english):
                 out[-1] += token
-                hosts[-1] = False
+                hosts[-1] = ""
             else:
                 pending.append(token)
             continue
         out.append(token)
-        hosts.append(bool(_WORD_END.search(to_english(token))))
-        if pending and hosts[-1]:
-            out[-1] += pending.pop(0)
-            hosts[-1] = False
+        hosts.append(english)
+        taken = next((p for p in pending if _takes(english, to_english(p))), None)
+        if taken is not None:
+            out[-1] += taken
+            pending.remove(taken)
+            hosts[-1] = ""
     for token in pending:       # no word left after it: the last word that can still take one, else alone
-        i = next((i for i in reversed(range(len(out))) if hosts[i]), None)
+        i = next((i for i in reversed(range(len(out))) if hosts[i] and _takes(hosts[i], to_english(token))), None)
         if i is None:
             out.append(token)
         else:
             out[i] += token
-            hosts[i] = False
+            hosts[i] = ""
     return " ".join(out)
 
 
