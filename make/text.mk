@@ -23,16 +23,10 @@ CORPUS_cc-ru ?=
 GAP_cc-ru    ?= no Russian web/news corpus in the data mirror (data MANIFEST 8.2)
 MUSE         := $(XLT_DATA)/muse/splits_reconstructed
 
-# The `xlt data fetch` recipe that lays out a file under $(XLT_DATA) (xlt/data/recipe_files/*.json).
-recipe_of = $(strip $(or $(RECIPE_$(subst /,_,$1)), \
-  $(if $(filter mono/%,$1),mono_$(word 2,$(subst /, ,$1))), \
-  $(if $(filter ud/%,$1),ud_$(word 2,$(subst /, ,$1))), \
-  $(if $(filter ner/wikiann/% ner/msra/%,$1),$(word 2,$(subst /, ,$1))), \
-  $(firstword $(subst /, ,$1))))
-RECIPE_nli_mnli_mnli_20k.tsv  := mnli_20k
-RECIPE_nli_mnli_mnli_train.tsv := mnli_full
+# Each data file from the recipe that lays it out (xlt/data/recipe_files/*.json): `xlt data fetch`
+# takes a file's path, so a new data file needs no mapping here.
 $(XLT_DATA)/%: | install
-	$(XLT) data fetch --data-dir $(XLT_DATA) $(call recipe_of,$*)
+	$(XLT) data fetch --data-dir $(XLT_DATA) $*
 
 # The language of a corpus or file name: cc-fr.train -> fr, en.dev -> en.
 lang_of = $(lastword $(subst -, ,$(basename $(notdir $1))))

@@ -20,7 +20,7 @@ from hf_fixtures import build_models  # noqa: E402
 
 from xlt.model.hf_finetune import HFFinetuneModel, segment_ids  # noqa: E402
 from xlt.finetune.inputs import model_input, pad_model_inputs, special_positions  # noqa: E402
-from xlt.finetune.trainer import frozen_parameter_names  # noqa: E402
+from xlt.finetune.trainer import frozen_parameter_names, set_dropout  # noqa: E402
 
 TRAIN = ["--batch-size", "16", "--encoder-lr", "1e-3", "--head-lr", "1e-3", "--max-len", "64", "--device", "cpu"]
 EPOCHS = {"ner": ["--epochs", "4"], "parse": ["--epochs", "3"], "xnli": ["--epochs", "8", "--epoch-size", "160"]}
@@ -100,6 +100,32 @@ def test_layer_hooks_act_on_each_layers_output(models, name):
         moved = encoder(ids, "en", mask, layer_hook=lambda l, h: h + 1.0 if l == 1 else h).last_hidden_state
         assert not torch.allclose(moved, plain)
     assert [len(m._forward_hooks) for m in encoder.modules()] == hooks   # ours are removed after each call
+
+
+@pytest.mark.parametrize("name", ["bert", "xlmr", "xlm"])
+def test_dropout_is_set_where_each_model_keeps_it(models, name):
+    # transformers' XLM (every `xlt export hf` model) keeps its rates as numbers: --dropout 0 left it at 0.1
+    import transformers
+
+    if name == "xlm":
+        config = transformers.XLMConfig(vocab_size=40, emb_dim=16, n_layers=2, n_heads=2, dropout=0.3,
+                                        attention_dropout=0.3)
+        model = transformers.XLMModel(config)
+    else:
+        model = HFFinetuneModel.load(str(models / name), "best").model.encoder
+    ids = torch.arange(4, 14).reshape(2, 5)
+    model.train()
+
+    def twice() -> tuple[torch.Tensor, torch.Tensor]:
+        outputs = [model(input_ids=ids) if name == "xlm" else model(ids, "en", None) for _ in range(2)]
+        return tuple(o.last_hidden_state for o in outputs)
+
+    set_dropout(model, 0.5)
+    first, second = twice()
+    assert not torch.equal(first, second)
+    set_dropout(model, 0.0)
+    first, second = twice()
+    assert torch.equal(first, second)
 
 
 @pytest.mark.parametrize("name", ["bert", "xlmr"])

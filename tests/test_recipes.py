@@ -101,6 +101,21 @@ def test_fetch_a_real_treebank_from_the_mirror_then_skip_it(mirror, tmp_path):
     assert again.from_mirror == [] and sorted(again.present) == sorted(report.from_mirror)
 
 
+def test_a_file_path_fetches_the_recipe_that_lays_it_out(mirror, tmp_path):
+    # make asks for the files it reads; its mapping from path to recipe name missed nli/snli/*, so
+    # XNLI_TRAIN=nli/mnli_snli.tsv failed on a fresh data directory ("unknown data set 'nli'")
+    recipes = load_recipes()
+    owners: dict[str, list[str]] = {}
+    for recipe in recipes.values():
+        for path, _, _ in recipe.outputs():
+            owners.setdefault(path, []).append(recipe.name)
+    assert not {p: names for p, names in owners.items() if len(names) > 1}  # a path names one recipe
+    report = fetch(["nli/snli/snli_dev.tsv"], data=tmp_path / "data", mirror=mirror)
+    assert sorted(report.from_mirror) == sorted(f.path for f in recipes["snli"].files)
+    with pytest.raises(XltError, match="no recipe lays out 'nli/snli/other.tsv'"):
+        fetch(["nli/snli/other.tsv"], data=tmp_path / "data", mirror=mirror)
+
+
 def test_msra_gold_conversion_agrees_with_the_char_bio_copy(mirror, tmp_path):
     """The prepared gold file has the same characters and tags as the independently converted copy
     (which normalised full-width digits and letters, hence NFKC) over all 172k characters."""

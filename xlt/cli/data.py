@@ -39,6 +39,8 @@ def data() -> None:
 def fetch(names: tuple[str, ...], data_dir: Optional[Path], mirror: Optional[Path]) -> None:
     """Fetch data sets by recipe name (`all`: every recipe marked in_all), checking sha256.
 
+    A NAME may also be the path of a file a recipe lays out: that file's recipe.
+
     Files already present with the right checksum are skipped, so running it again is fast.
     A file found in neither the mirror nor at its URL is an error that says where to get it.
 
@@ -46,6 +48,7 @@ def fetch(names: tuple[str, ...], data_dir: Optional[Path], mirror: Optional[Pat
     Example:
       xlt data fetch all
       xlt data fetch mnli_full --data-dir /scratch/xlt-data
+      xlt data fetch nli/snli/snli_dev.tsv      # the recipe snli
     """
     from xlt.data.recipes import fetch as fetch_recipes
 

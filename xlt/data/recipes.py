@@ -179,13 +179,19 @@ def _parse_recipe(path: Path) -> Recipe:
 
 
 def select(recipes: dict[str, Recipe], names: list[str]) -> list[Recipe]:
-    """Recipes by name; ``all`` means every recipe marked ``in_all``."""
+    """Recipes by name; ``all`` means every recipe marked ``in_all``; a path (``nli/snli/snli_dev.tsv``)
+    the recipe that lays it out, so a Makefile asks for the file it needs, not for a recipe name."""
+    laid_out = {path: r for r in recipes.values() for path, _, _ in r.outputs()}
     chosen: list[Recipe] = []
     for name in names:
         if name == "all":
             chosen += [r for r in recipes.values() if r.in_all]
         elif name in recipes:
             chosen.append(recipes[name])
+        elif name in laid_out:
+            chosen.append(laid_out[name])
+        elif "/" in name:
+            raise XltError(f"no recipe lays out {name!r}; `xlt data list` shows the {len(recipes)} recipes")
         else:
             raise XltError(f"unknown data set {name!r}; `xlt data list` shows the {len(recipes)} recipes")
     return list({r.name: r for r in chosen}.values())

@@ -97,13 +97,21 @@ def frozen_parameter_names(encoder: Encoder, freeze_bottom: int) -> set[str]:
     return frozen
 
 
+# Rates some models keep as numbers and pass to F.dropout (transformers' XLM, and with it every
+# `xlt export hf` model: XLMModel, its attention and feed-forward blocks), where nn.Dropout is not used.
+DROPOUT_RATES = ("dropout", "attention_dropout")
+
+
 def set_dropout(module: nn.Module, p: float) -> None:
-    """Set every dropout of the encoder (hidden and attention) to ``p``."""
+    """Set every dropout of the encoder (hidden and attention) to ``p``: nn.Dropout modules and rates
+    kept as numbers."""
     for m in module.modules():
         if isinstance(m, nn.Dropout):
             m.p = p
-        if hasattr(m, "attention_dropout"):
-            m.attention_dropout = p
+        for name in DROPOUT_RATES:
+            rate = getattr(m, name, None)
+            if isinstance(rate, (int, float)) and not isinstance(rate, bool):
+                setattr(m, name, p)
 
 
 def lr_factor(schedule: str, warmup_fraction: float, total_steps: int) -> Callable[[int], float]:
