@@ -258,8 +258,10 @@ def test_a_locked_run_is_left_to_its_owner(world, tmp_path):
         outcome = finetune(cfg)
     assert outcome.exit_code == EXIT_BUSY and outcome.counts == {"done": 1, "busy": 1, "failed": 0}
     assert not outcome.results["complete"] and not os.path.exists(os.path.join(busy_dir, "train.json"))
+    # the Markdown says so too (it showed a selection from one seed as if the grid were done)
+    assert "**Incomplete:** 1 of 2 runs done (1 busy in another process, 0 failed)" in outcome.markdown
     outcome = finetune(cfg)
-    assert outcome.exit_code == EXIT_OK and outcome.results["complete"]
+    assert outcome.exit_code == EXIT_OK and outcome.results["complete"] and "Incomplete" not in outcome.markdown
     assert [r["worked"] for r in outcome.results["runs"]] == [True, False]
 
 

@@ -287,7 +287,7 @@ def execute(plan: FinetunePlan, on_epoch_end: Optional[Callable[[dict[str, Any]]
                # this command's machine (CPU kind, torch's kernel path): runs read from cache may have
                # trained elsewhere; their run directories' config.json name their own
                "environment": environment()}
-    text = selection.markdown(summary, f"xlt finetune {plan.task}: {exp.source} -> {', '.join(exp.targets)}")
+    text = selection.markdown(summary, f"xlt finetune {plan.task}: {exp.source} -> {', '.join(exp.targets)}", counts)
     output = plan.output
     with output_files_lock(output.root):
         coverage = getattr(exp.pretrained, "coverage", None)

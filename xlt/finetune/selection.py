@@ -132,12 +132,18 @@ def _settings(point: dict) -> str:
     return f"bs {point['batch_size']}, lr {point['encoder_lr']:g} / head {point['head_lr']:g}"
 
 
-def markdown(summary: dict[str, Any], title: str) -> str:
-    """The summary as Markdown tables: test (and dev) per language, selected and best two, per variant."""
+def markdown(summary: dict[str, Any], title: str, counts: Optional[dict[str, int]] = None) -> str:
+    """The summary as Markdown tables: test (and dev) per language, selected and best two, per variant.
+    ``counts`` (runs done / busy / failed): a grid with runs not done says so first, since its means
+    are over fewer seeds than asked and its selection may compare grid points over unequal seeds."""
     source, targets, metric = summary["source"], summary["targets"], summary["metric"]
     languages = [source, *[t for t in targets if t != source]]
-    lines = [f"# {title}", "",
-             f"Main metric: {metric}, mean ± sample std over seeds. Selection: {summary['selection']}.", ""]
+    lines = [f"# {title}", ""]
+    if counts and (counts.get("busy") or counts.get("failed")):
+        total = sum(counts.values())
+        lines += [f"**Incomplete:** {counts.get('done', 0)} of {total} runs done ({counts.get('busy', 0)} busy in "
+                  f"another process, {counts.get('failed', 0)} failed); the figures are over the done runs.", ""]
+    lines += [f"Main metric: {metric}, mean ± sample std over seeds. Selection: {summary['selection']}.", ""]
     if summary["selected"] is None:
         return "\n".join(lines + ["No run has finished yet.", ""])
     for variant, table in summary["selected"]["variants"].items():
