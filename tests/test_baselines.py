@@ -116,14 +116,16 @@ def test_parse_next_and_previous_word_heads_by_hand(tmp_path):
     #           s3 2 3 wrong.            UAS 4/8, LAS 3/8
     # previous: s1 0 1 2 3 wrong; s2 0 1 wrong; s3 0 1 right (eat root right; fish nsubj, gold obj).
     #                                    UAS 2/8, LAS 1/8
-    assert result.scores["en"]["next word is the head"] == {"las": 37.5, "uas": 50.0}
-    assert result.scores["en"]["previous word is the head"] == {"las": 12.5, "uas": 25.0}
+    counts = {"scored_words": 8.0, "cut_words": 0.0}
+    assert result.scores["en"]["next word is the head"] == {"las": 37.5, "uas": 50.0, **counts}
+    assert result.scores["en"]["previous word is the head"] == {"las": 12.5, "uas": 25.0, **counts}
     assert result.best()["en"] == {"name": "next word is the head", "score": 37.5, "metric": "las"}
     assert "(else nsubj)" in result.descriptions["next word is the head"]
 
     # Task options change the scoring as in `xlt finetune`: every word scored (10; the two PUNCT wrong).
     every = compute_baselines("parse", ("en", train), [("en", test)], {"punct_upos": ""})
-    assert every.scores["en"]["next word is the head"] == {"las": 30.0, "uas": 40.0}
+    assert every.scores["en"]["next word is the head"] == {"las": 30.0, "uas": 40.0, "scored_words": 10.0,
+                                                           "cut_words": 0.0}
     assert every.settings == {"punct_upos": ""}
 
 
@@ -133,12 +135,13 @@ def test_the_command_writes_the_file_and_prints_the_table(tmp_path):
     out = tmp_path / "parse.json"
     res = run_xlt("baselines", "parse", "--train", "en", train, "--eval", "en", test, "--eval", "fr", test, "-o", out)
     assert res.returncode == 0, res.stderr
-    assert "| en | next word is the head (best) | 37.50 | 50.00 |" in res.stdout
+    assert "| en | next word is the head (best) | 37.50 | 50.00 | 8 | 0 |" in res.stdout
     data = json.loads(out.read_text())
     assert data["format"] == BASELINES_FORMAT and data["task"] == "parse" and data["metric"] == "las"
     assert data["train"]["lang"] == "en" and data["train"]["path"] == train and len(data["train"]["sha256"]) == 64
     assert data["eval"]["fr"]["path"] == test
-    assert data["scores"]["fr"]["previous word is the head"] == {"las": 12.5, "uas": 25.0}
+    assert data["scores"]["fr"]["previous word is the head"] == {"las": 12.5, "uas": 25.0, "scored_words": 8.0,
+                                                                 "cut_words": 0.0}
     assert data["best"] == {lang: {"name": "next word is the head", "score": 37.5, "metric": "las"}
                             for lang in ("en", "fr")}
     assert "Example" in run_xlt("baselines", "--help").stdout

@@ -148,8 +148,10 @@ def test_long_sentences_keep_the_words_that_fit_and_say_so(tmp_path, monkeypatch
     assert len(messages) == 1 and "2 sentence(s)" in messages[0]
     assert "their last 3 word(s) are left out" in messages[0]
     predictions = {0: [([2, 3, 0, 3], ["det", "nsubj", "root", "det"])], 1: [([2], ["nsubj"])]}
-    # Scored (punctuation skipped): the cat sees a zebra dog sleeps = 7; right: the cat sees dog.
-    assert task.evaluate(trees, predictions, task.labels(trees)) == pytest.approx({"las": 400 / 7, "uas": 400 / 7})
+    # Scored (punctuation skipped): the cat sees a zebra dog sleeps = 7; right: the cat sees dog; cut:
+    # zebra and sleeps (the results say how many, beside the scores)
+    assert task.evaluate(trees, predictions, task.labels(trees)) == pytest.approx(
+        {"las": 400 / 7, "uas": 400 / 7, "scored_words": 7, "cut_words": 2})
 
 
 def test_unseen_relation_counts_as_wrong_not_as_an_error(tmp_path):
@@ -160,7 +162,7 @@ def test_unseen_relation_counts_as_wrong_not_as_an_error(tmp_path):
     batch = next(task.batches(trees, text, labels, 2, 64, False, None))
     assert batch.fields["relations"][0].tolist()[:6] == [0, 1, 2, 0, -100, -100]
     gold = {i: [(t.heads, [task.relation(r) for r in t.relations])] for i, t in enumerate(trees)}
-    assert task.evaluate(trees, gold, labels) == {"las": 100.0, "uas": 100.0}
+    assert task.evaluate(trees, gold, labels) == {"las": 100.0, "uas": 100.0, "scored_words": 7.0, "cut_words": 0.0}
 
 
 def test_biaffine_head_overfits_and_decodes_trees(tmp_path):
@@ -183,7 +185,8 @@ def test_biaffine_head_overfits_and_decodes_trees(tmp_path):
         (heads, relations), = predictions[i]
         assert len(heads) == len(relations) == len(tree.words)
         assert heads.count(0) == 1 and set(relations) <= set(labels)
-    assert task.evaluate(trees, predictions, labels) == {"las": 100.0, "uas": 100.0}
+    assert task.evaluate(trees, predictions, labels) == {"las": 100.0, "uas": 100.0, "scored_words": 24.0,
+                                                         "cut_words": 0.0}
     # Scores made under bf16 autocast (the default on a GPU) decode through the fp32 relation layers.
     assert task.evaluate(trees, predict(head, encoder, batches, bf16=True), labels)["las"] >= 90.0
     with torch.autocast("cpu", dtype=torch.bfloat16):  # and they train there (xlt finetune --precision bf16)

@@ -116,11 +116,11 @@ def test_attachment_scores_skip_punctuation_and_strip_subtypes():
     rels = [["nsubj", "aux:pass", "root", "punct"], ["root", "punct"]]
     scores = attachment_scores(GOLD_HEADS, GOLD_RELS, UPOS, heads, rels)
     # scored words: She, was, seen, Yes -> heads right: She, seen, Yes; labels right (subtypes stripped): all 3
-    assert scores == {"uas": 75.0, "las": 75.0, "scored_words": 4.0}
+    assert scores == {"uas": 75.0, "las": 75.0, "scored_words": 4.0, "cut_words": 0.0}
     kept = attachment_scores(GOLD_HEADS, GOLD_RELS, UPOS, heads, rels, strip_subtypes=False)
     assert kept["las"] == 50.0                           # nsubj != nsubj:pass
     everything = attachment_scores(GOLD_HEADS, GOLD_RELS, UPOS, heads, rels, exclude_upos=())
-    assert everything == pytest.approx({"uas": 100 * 4 / 6, "las": 100 * 4 / 6, "scored_words": 6.0})
+    assert everything == pytest.approx({"uas": 100 * 4 / 6, "las": 100 * 4 / 6, "scored_words": 6.0, "cut_words": 0.0})
     only_punct = attachment_scores(GOLD_HEADS, GOLD_RELS, UPOS, heads, rels, exclude_upos=("PUNCT",))
     assert only_punct["scored_words"] == 5.0             # SYM ("!" tagged SYM here) now counts
 
@@ -129,7 +129,7 @@ def test_missing_predictions_are_wrong_and_lengths_must_agree():
     heads = [[3, 3, 0, None], [0, None]]
     rels = [["nsubj", "aux", "root", None], ["root", None]]
     scores = attachment_scores(GOLD_HEADS, GOLD_RELS, UPOS, heads, rels, exclude_upos=())
-    assert scores["uas"] == scores["las"] == pytest.approx(100 * 4 / 6)
+    assert scores["uas"] == scores["las"] == pytest.approx(100 * 4 / 6) and scores["cut_words"] == 2.0
     with pytest.raises(ValueError):
         attachment_scores(GOLD_HEADS, GOLD_RELS, UPOS, [[3, 3, 0], [0, 1]], rels)
     assert attachment_scores([[]], [[]], [[]], [[]], [[]])["scored_words"] == 0.0

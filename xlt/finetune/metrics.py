@@ -86,7 +86,8 @@ def attachment_scores(gold_heads: Sequence[Sequence[int]], gold_relations: Seque
                       gold_upos: Sequence[Sequence[str]], predicted_heads: Sequence[Sequence[Optional[int]]],
                       predicted_relations: Sequence[Sequence[Optional[str]]],
                       exclude_upos: Collection[str] = PUNCT_UPOS, strip_subtypes: bool = True) -> dict[str, float]:
-    """UAS and LAS (percent) over all sentences' scored words, plus how many words were scored.
+    """UAS and LAS (percent) over all sentences' scored words, plus how many words were scored and
+    how many of those the model could not see (``cut_words``: cut by the maximum length).
 
     Per sentence, every list has one entry per word; heads are 1-based word indices with 0 for
     the root. A prediction of ``None`` (a word the model could not see) is wrong. A word is scored
@@ -94,7 +95,7 @@ def attachment_scores(gold_heads: Sequence[Sequence[int]], gold_relations: Seque
     relations lose their subtype before comparing.
     """
     excluded = set(exclude_upos)
-    scored = heads_right = both_right = 0
+    scored = heads_right = both_right = cut = 0
     for sentence in zip(gold_heads, gold_relations, gold_upos, predicted_heads, predicted_relations, strict=True):
         lengths = {len(part) for part in sentence}
         if len(lengths) != 1:
@@ -103,6 +104,7 @@ def attachment_scores(gold_heads: Sequence[Sequence[int]], gold_relations: Seque
             if upos in excluded:
                 continue
             scored += 1
+            cut += p_head is None
             if p_head is None or p_head != g_head:
                 continue
             heads_right += 1
@@ -110,5 +112,6 @@ def attachment_scores(gold_heads: Sequence[Sequence[int]], gold_relations: Seque
                 g_rel, p_rel = strip_subtype(g_rel), strip_subtype(p_rel)
             both_right += p_rel == g_rel
     if not scored:
-        return {"uas": 0.0, "las": 0.0, "scored_words": 0.0}
-    return {"uas": 100.0 * heads_right / scored, "las": 100.0 * both_right / scored, "scored_words": float(scored)}
+        return {"uas": 0.0, "las": 0.0, "scored_words": 0.0, "cut_words": 0.0}
+    return {"uas": 100.0 * heads_right / scored, "las": 100.0 * both_right / scored, "scored_words": float(scored),
+            "cut_words": float(cut)}
