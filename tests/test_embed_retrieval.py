@@ -67,13 +67,14 @@ def test_joint_space_without_a_map_is_perfect_here(files):
 def test_nn_and_csls_in_a_joint_space_leave_the_query_itself_out(tmp_path):
     """Against a brute-force search of the whole joint space without the query's own row (kept for a
     pair of one string, whose translation that row is: rank 1, as the MRR ranks it); a neighbourhood
-    term of CSLS leaves each row itself out too. The MRR is unchanged: the dictionary's targets by cosine."""
+    term of CSLS leaves each row itself out too. The MRR ranks the dictionary's targets by cosine, leaving
+    the query's own row out the same way (w3 is w8's gold translation: it ranked itself first)."""
     rng = np.random.default_rng(3)
     en = rng.normal(size=(30, D))
     vectors = np.vstack([en, en + 0.9 * rng.normal(size=en.shape)])  # m_i: w_i plus much noise
     words = [f"w{i}" for i in range(30)] + [f"m{i}" for i in range(30)]
     write_word2vec(tmp_path / "joint.vec", words, vectors)
-    pairs = [(f"w{i}", f"m{i}") for i in range(30)] + [("w0", "m1"), ("w5", "w5")]
+    pairs = [(f"w{i}", f"m{i}") for i in range(30)] + [("w0", "m1"), ("w5", "w5"), ("w8", "w3")]
     (tmp_path / "dict.txt").write_text("".join(f"{s} {t}\n" for s, t in pairs), encoding="utf-8")
     res = word(None, "--emb-a", tmp_path / "joint.vec", "--map", "none", "--test-dict", tmp_path / "dict.txt")
     assert res.returncode == 0, res.stderr
@@ -98,8 +99,10 @@ def test_nn_and_csls_in_a_joint_space_leave_the_query_itself_out(tmp_path):
         assert scores[method] == pytest.approx(expected), method
     assert 0.3 < scores["nn"]["p@1"] < 1  # neither every query itself nor every query right
     candidates = sorted({row[t] for _, t in pairs})
-    ranks = [1 + (cos[q, candidates] > max(cos[q, t] for t in g)).sum() for q, g in gold.items()]
+    ranks = [1 + sum(cos[q, c] > max(cos[q, t] for t in g) for c in candidates if c != q or q in g)
+             for q, g in gold.items()]
     assert scores["mrr"] == pytest.approx(np.mean(1 / np.array(ranks)))
+    assert row["w3"] in candidates  # and w3's own row is one of them, left out of its ranking
 
 
 def test_rotated_spaces_need_procrustes_and_save_the_map(files, tmp_path):

@@ -117,6 +117,12 @@ def test_gold_ranks_blocked_match_brute_force(spaces, block):
     assert gold_ranks(queries, targets, gold, block_size=block).tolist() == expected
     assert mean_reciprocal_rank(queries, targets, gold, block_size=block) == pytest.approx(
         np.mean([1 / r for r in expected]))
+    # a candidate left out per query (its own row in a joint space; -1: none) is never counted above gold
+    exclude = np.array([next(c for c in np.argsort(-row) if c not in g) if i % 3 else -1
+                        for i, (row, g) in enumerate(zip(full, gold))])
+    expected = [1 + sum(int(row[c] > max(row[list(g)])) for c in range(len(row)) if c != e)
+                for row, g, e in zip(full, gold, exclude)]
+    assert gold_ranks(queries, targets, gold, block_size=block, exclude=exclude).tolist() == expected
 
 
 def test_rank_scores_by_hand():

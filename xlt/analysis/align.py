@@ -143,8 +143,8 @@ def word_translation(source: np.ndarray, target: np.ndarray, train: Optional[np.
     breakdown and the per-spelling one (a query is "identical" when one of its gold translations is
     its own string: in one joint space of one row per string that pair is rank 1 whatever the model
     learned). own [Ns]: each source row's own row in the target space (:func:`own_rows`; -1: none),
-    which NN and CSLS leave out of its search unless it is a gold translation (a pair of one string,
-    then rank 1 as in the MRR); CSLS's neighbourhoods leave every vector's own row out. Returns
+    which NN, CSLS and the MRR's ranking leave out unless it is a gold translation (a pair of one
+    string, then rank 1); CSLS's neighbourhoods leave every vector's own row out. Returns
     (scores, W [D,D] or None).
     """
     _check_target_size(len(target))
@@ -171,7 +171,9 @@ def word_translation(source: np.ndarray, target: np.ndarray, train: Optional[np.
         scores["csls"] = precision_at_k(csls, gold, KS)
     candidates = np.unique(test[:, 1]) if word.candidates == "dictionary" else np.arange(len(target_n))
     position = {row: p for p, row in enumerate(candidates.tolist())}
-    ranks = gold_ranks(mapped[queries], target_n[candidates], [{position[g] for g in s} for s in gold], **kw)
+    ranked_out = None if exclude is None else np.array([position.get(o, -1) for o in exclude.tolist()], dtype=np.int64)
+    ranks = gold_ranks(mapped[queries], target_n[candidates], [{position[g] for g in s} for s in gold], **kw,
+                       exclude=ranked_out)
     ranked = rank_scores(ranks, KS)
     scores.update(mrr=ranked.pop("mrr"), mrr_candidates=int(len(candidates)), ranked=ranked)
     if tags is not None:

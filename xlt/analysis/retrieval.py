@@ -147,14 +147,15 @@ def precision_at_k(predicted: np.ndarray, gold: Sequence[set[int] | frozenset[in
 @torch.no_grad()
 def gold_ranks(queries: np.ndarray | Tensor, candidates: np.ndarray | Tensor,
                gold: Sequence[set[int] | frozenset[int]], block_size: int = BLOCK_SIZE,
-               device: torch.device | str = "cpu") -> np.ndarray:
+               device: torch.device | str = "cpu", exclude: Optional[np.ndarray] = None) -> np.ndarray:
     """The rank by cosine of each query's best-ranked gold candidate: int64 [Q], 1 = first.
 
     queries [Q,D], candidates [C,D]; gold: per query, the ids (rows of ``candidates``) that are
-    correct. rank = 1 + the number of candidates scoring strictly higher than the best gold one,
-    so ties are resolved in the query's favour. Counting needs no sort and no [Q,C] matrix: two
-    blocked passes over the candidates (the gold scores, then the counts above them), at most
-    ``block_size x block_size`` scores at a time.
+    correct; exclude int [Q]: a candidate each query does not rank (-1: none; a query's own row in a
+    joint space, as for :func:`topk_cosine`). rank = 1 + the number of candidates scoring strictly
+    higher than the best gold one, so ties are resolved in the query's favour. Counting needs no
+    sort and no [Q,C] matrix: two blocked passes over the candidates (the gold scores, then the
+    counts above them), at most ``block_size x block_size`` scores at a time.
     """
     _check_block(block_size)
     if len(gold) != len(queries):
@@ -167,6 +168,7 @@ def gold_ranks(queries: np.ndarray | Tensor, candidates: np.ndarray | Tensor,
     gold_q = torch.tensor([n for n, g in enumerate(gold) for _ in g], dtype=torch.long, device=q.device)
     gold_c = torch.tensor([i for g in gold for i in sorted(g)], dtype=torch.long, device=q.device)
     higher = torch.zeros(len(gold), dtype=torch.long, device=q.device)
+    left_out = None if exclude is None else torch.as_tensor(np.asarray(exclude, dtype=np.int64), device=q.device)
     for q0 in range(0, q.shape[0], block_size):
         rows = slice(q0, q0 + block_size)
         n_rows = q[rows].shape[0]
@@ -180,6 +182,9 @@ def gold_ranks(queries: np.ndarray | Tensor, candidates: np.ndarray | Tensor,
             gold_score.scatter_reduce_(0, gq, s[gq, gc], reduce="amax")
         for c0 in range(0, c.shape[0], block_size):
             s = q[rows] @ c[c0:c0 + block_size].T
+            if left_out is not None:
+                hit = (left_out[rows] >= c0) & (left_out[rows] < c0 + s.shape[1])
+                s[hit.nonzero().squeeze(1), left_out[rows][hit] - c0] = float("-inf")
             higher[rows] += (s > gold_score[:, None]).sum(dim=1)
     return (higher + 1).cpu().numpy()
 
