@@ -9,7 +9,8 @@ No maintained GloVe package installs here (the PyPI ones are unmaintained Cython
 * objective: ``J = sum over X[i,j] > 0 of f(X[i,j]) (w_i·c_j + b_i + b~_j - log X[i,j])^2`` with
   ``f(x) = min(1, (x / x_max)^alpha)``, x_max = 100, alpha = 3/4.
 * optimiser: AdaGrad on the non-zero entries in a random order each epoch, learning rate 0.05,
-  squared-gradient sums starting at 1, gradients clipped to [-100, 100], initial values uniform in
+  as glove.c: each step is ``u / sqrt(G)`` with ``u`` the learning rate times the gradient (clipped
+  to [-100, 100]) and ``G`` one plus the sum of the earlier ``u²``; initial values uniform in
   ``[-0.5, 0.5] / dim`` (glove.c). glove.c updates entry by entry (Hogwild); here a batch of
   entries is applied at once with ``index_add_``, each entry's step scaled by the squared-gradient
   sums at the start of its batch -- the same update up to the order within a batch.
@@ -172,17 +173,20 @@ def fit_glove(X: sp.spmatrix, config: EmbedConfig, on_epoch: Optional[Callable[[
             i, j = i_all[e], j_all[e]
             wi, cj = W[i], C[j]
             fdiff = f_all[e] * ((wi * cj).sum(1) + bw[i] + bc[j] - logx_all[e])  # [B]
-            # dJ/dw_i = 2 f diff c_j; glove.c drops the constant 2 (it is absorbed by the learning rate).
-            gw = (fdiff[:, None] * cj).clamp_(-GRAD_CLIP, GRAD_CLIP)
-            gc = (fdiff[:, None] * wi).clamp_(-GRAD_CLIP, GRAD_CLIP)
-            W.index_add_(0, i, -lr * gw / GW[i].sqrt())
-            C.index_add_(0, j, -lr * gc / GC[j].sqrt())
-            bw.index_add_(0, i, -lr * fdiff / Gbw[i].sqrt())
-            bc.index_add_(0, j, -lr * fdiff / Gbc[j].sqrt())
+            # dJ/dw_i = 2 f diff c_j; glove.c drops the constant 2 (it is absorbed by the learning rate),
+            # and its steps and sums are of the learning rate times the gradient (clipped as such): the
+            # sums start at 1, so a sum of plain squared gradients shrank every step by up to 1/lr.
+            step = lr * fdiff
+            gw = (step[:, None] * cj).clamp_(-GRAD_CLIP, GRAD_CLIP)
+            gc = (step[:, None] * wi).clamp_(-GRAD_CLIP, GRAD_CLIP)
+            W.index_add_(0, i, -gw / GW[i].sqrt())
+            C.index_add_(0, j, -gc / GC[j].sqrt())
+            bw.index_add_(0, i, -step / Gbw[i].sqrt())
+            bc.index_add_(0, j, -step / Gbc[j].sqrt())
             GW.index_add_(0, i, gw * gw)
             GC.index_add_(0, j, gc * gc)
-            Gbw.index_add_(0, i, fdiff * fdiff)
-            Gbc.index_add_(0, j, fdiff * fdiff)
+            Gbw.index_add_(0, i, step * step)
+            Gbc.index_add_(0, j, step * step)
             if on_entries is not None:
                 on_entries(len(e))
         if not torch.isfinite(W).all():
