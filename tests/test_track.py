@@ -24,7 +24,7 @@ from pretrain_fixtures import build_inputs, tiny_args
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 FIELDS = {"run", "label", "snapshot", "step", "measure", "lang", "layer", "value", "bound", "higher_is_better",
-          "seconds"}
+          "seconds", "run_id"}
 LAYERS = [0, 1, 2]  # the tiny preset: embeddings and 2 layers
 # (measure, lang, layer) of one snapshot with parallel sentences, a dictionary and Tatoeba
 EXPECTED = {("dev_ppl", "en", None), ("dev_ppl", "fr", None)} | {
@@ -120,6 +120,25 @@ def test_records_per_snapshot_and_measure_then_only_new_ones(world, tmp_path, ca
     assert {(r["snapshot"], r["step"]) for r in added} == {("step-20", 20)}
     assert sorted(((r["measure"], r["lang"], r["layer"]) for r in added), key=str) == sorted(EXPECTED, key=str)
     assert "3 snapshot(s), 1 with measures to compute" in res.stderr
+
+
+def test_records_of_another_run_at_the_same_path_are_refused(world, tmp_path, capsys):
+    # a run pretrained again at a path (other settings): its snapshots were taken as tracked by name
+    from xlt.pretrain.run_files import run_identity
+
+    run, out = fresh_run(world, tmp_path, (5,)), tmp_path / "track"
+    track(capsys, run, out, "--measures", "cka", "--parallel", *world["parallel"])
+    assert {r["run_id"] for r in records(out)} == {run_identity(str(run))}
+    described = json.loads((run / "config.json").read_text())
+    resumed = {**described, "config": {**described["config"], "max_steps": 99}, "resumes": [{"step": 10}]}
+    (run / "config.json").write_text(json.dumps(resumed))   # a resume's changes are the same run
+    track(capsys, run, out, "--measures", "cka", "--parallel", *world["parallel"])
+    (run / "config.json").write_text(json.dumps({**described, "config": {**described["config"], "lr": 3e-3}}))
+    before = records(out)
+    res = run_in_process(capsys, "track", "--run", run, "-o", out, "--device", "cpu", "--measures", "cka",
+                         "--parallel", *world["parallel"])
+    assert_one_line_error(res, f"{out / 'records.jsonl'}: its records of {run} are of another run")
+    assert records(out) == before
 
 
 def test_a_measure_asked_for_later_is_added_to_every_snapshot(world, tmp_path, capsys):

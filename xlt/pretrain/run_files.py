@@ -7,6 +7,8 @@ with, the tokenizer settings, the resolved config and the checksums of the store
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import os
 import shutil
 import signal
@@ -14,6 +16,7 @@ import threading
 from typing import Any, Iterator, Mapping, Optional
 
 from xlt.data.store import TokenStore
+from xlt.pretrain.config import MUTABLE_KEYS
 from xlt.text.tokenize import TokenizerConfig
 from xlt.utils.errors import XltError
 from xlt.utils.outputs import atomic_path, remove_stale_temporaries, write_json
@@ -70,6 +73,22 @@ def check_pretraining_run(run_dir: str) -> None:
     if not isinstance(config, dict) or not all(key in config for key in PRETRAINING_KEYS) or "task" in config:
         raise XltError("not a pretraining run's description: the directory holds something else (a fine-tuning "
                        "run, a model); use a new directory", path)
+
+
+def run_identity(run_dir: str) -> Optional[str]:
+    """What tells a pretraining run from another pretrained later in the same folder: a digest of its
+    settings (but those a resume may change and the input paths) and of the machine it started on,
+    which a resume keeps; None without a config.json. Two starts with equal digests compute the
+    same weights (a run reproduces bit for bit on one CPU kind)."""
+    path = os.path.join(run_dir, "config.json")
+    if not os.path.exists(path):
+        return None
+    description = read_json(path, "run description")
+    description = description if isinstance(description, dict) else {}
+    config = description.get("config") if isinstance(description.get("config"), dict) else {}
+    settled = {k: v for k, v in config.items() if k not in MUTABLE_KEYS + INPUT_PATH_KEYS}
+    text = json.dumps({"config": settled, "environment": description.get("environment")}, sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 def changed_inputs(run_dir: str, vocab_sha256: str, codes: Mapping[str, str],

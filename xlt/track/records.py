@@ -3,8 +3,9 @@
 The format is shared with ``xlt report dynamics`` (docs/cron.md lists the fields): ``run`` (as given),
 ``label``, ``snapshot`` (``step-N`` or ``random``), ``step`` (null for random), ``measure``, ``lang``,
 ``layer`` (0 = embeddings, null where none), ``value``, ``bound`` (the random encoder's value of the
-same measure, language and layer; dev_ppl: the unigram perplexity; null where none), ``higher_is_better``
-and ``seconds`` (what computing the measure took). The random encoder's own records carry no bound
+same measure, language and layer; dev_ppl: the unigram perplexity; null where none), ``higher_is_better``,
+``seconds`` (what computing the measure took) and ``run_id`` (which run at that path; null for a
+transformers Trainer's folders and for records written before it existed). The random encoder's own records carry no bound
 but dev_ppl's unigram one.
 
 Writers never rewrite the file: the records of one (snapshot, measure) go out in ONE ``write`` on a
@@ -39,6 +40,7 @@ class Record:
     bound: Optional[float]
     higher_is_better: bool
     seconds: float
+    run_id: Optional[str] = None   # the run's identity (run_files.run_identity): another run at the same path differs
 
 
 def run_key(run: str) -> str:
@@ -99,11 +101,21 @@ class RecordIndex:
     def refresh(self) -> None:
         self.done: set[tuple[str, str, str]] = set()
         self.bounds: dict[tuple[str, str, Optional[str], Optional[int]], Optional[float]] = {}
+        self.run_ids: dict[str, set[str]] = {}
         for r in read_records(self.path):
             key = run_key(r["run"])
             self.done.add((key, r["snapshot"], r["measure"]))
+            if r.get("run_id"):
+                self.run_ids.setdefault(key, set()).add(r["run_id"])
             if r["snapshot"] == "random":
                 self.bounds[key, r["measure"], r["lang"], r["layer"]] = r["value"]
+
+    def check_run(self, run: str, run_id: Optional[str]) -> None:
+        """XltError when the records of ``run``'s path are another run's (one pretrained again there
+        since): they would be taken for this one's, snapshot by snapshot name."""
+        if run_id is not None and self.run_ids.get(run_key(run), set()) - {run_id}:
+            raise XltError(f"its records of {run} are of another run pretrained at that path before (its config.json "
+                           "changed since); use a new tracking directory", self.path)
 
     def is_done(self, run: str, snapshot: str, measure: str) -> bool:
         return (run_key(run), snapshot, measure) in self.done

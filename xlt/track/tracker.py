@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Optional
 
+from xlt.pretrain.run_files import run_identity
 from xlt.track.config import MEASURES, NEEDS, RANDOM, RANDOM_SEED, TrackConfig, is_trainer_series
 from xlt.track.data import TrackData, load_data, prepare_ner
 from xlt.track.measures import HIGHER_IS_BETTER, MEASURE_FUNCTIONS, Deferred, SnapshotEval
@@ -70,6 +71,7 @@ class RunTracker:
         # A Trainer's checkpoint-N folders are read through the model-kind registry; they come with no
         # xlt dev stores, and each folder carries its own tokenizer (no one text pipeline to memoise).
         self.series = is_trainer_series(self.run)
+        self.run_id = None if self.series else run_identity(self.run)
         if self.series and "dev_ppl" in self.measures:
             log.info(f"{self.label} dev_ppl: skipped (a transformers Trainer's output has no xlt pretraining "
                      "config.json and dev stores to measure perplexity on)")
@@ -163,6 +165,7 @@ class RunTracker:
         return [m for m in self.missing(snapshot) if m == "dev_ppl" or self.records.is_done(self.run, RANDOM, m)]
 
     def track(self) -> None:
+        self.records.check_run(self.run, self.run_id)
         snapshots = list_snapshots(self.run)
         if not snapshots:
             log.info(f"{self.label}: no snapshot yet ({os.path.join(self.run, 'checkpoints', 'step-N.pt')})")
@@ -248,7 +251,7 @@ class RunTracker:
             records = [Record(self.run, self.label, snapshot, step, measure, lang, layer, value,
                               own if (own is not None or snapshot == RANDOM)
                               else self.records.bound(self.run, measure, lang, layer),
-                              HIGHER_IS_BETTER[measure], seconds)
+                              HIGHER_IS_BETTER[measure], seconds, self.run_id)
                        for lang, layer, value, own in rows]
             append_records(os.path.join(self.track_dir, RECORDS), records)
             self.records.refresh()
