@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
 
 import numpy as np
 import pytest
@@ -177,6 +179,16 @@ def test_means_shift_translate_table(run_dir, tmp_path):
                                   "-o", tmp_path / "x.json"), "--token-set for de")
     assert_one_line_error(run_xlt("shift-decode", "shift", "--src", tmp_path / "means.en.npz", "--tgt",
                                   tmp_path / "means.en.npz", "-o", tmp_path / "x.npz"), "both means are of 'en'")
+    # another checkpoint's or another run's means decoded, and their BLEU-1 read as this model's
+    shift = LanguageShift.load(str(tmp_path / "shift.npz"))
+    shift.header["step"] += 1
+    shift.save(str(tmp_path / "other-step.npz"))
+    other = tmp_path / "other-run"
+    shutil.copytree(run_dir, other)
+    for model, shift_file in ((run_dir, tmp_path / "other-step.npz"), (other, tmp_path / "shift.npz")):
+        res = run_xlt("shift-decode", "translate", "--model", model, "--shift", shift_file, "--input",
+                      tmp_path / "test.en", "--reference", tmp_path / "test.fr", "-o", tmp_path / "x.json")
+        assert_one_line_error(res, f"{shift_file}: the shift's means are of {os.path.abspath(run_dir)} at step")
     assert not list(tmp_path.glob("x*"))
 
 

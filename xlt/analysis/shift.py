@@ -205,6 +205,17 @@ class TranslateSettings:
             raise XltError("--samples must be 0 or more and --batch-size at least 1")
 
 
+def _check_shift_model(header: dict, source: str, step: Optional[int], shift_path: str) -> None:
+    """The means must be the decoding model's: another checkpoint's or run's shift decodes, and its
+    BLEU-1 reads as this model's. A run directory moved since (its recorded path gone) is let through."""
+    made_by, made_at = header.get("run"), header.get("step")
+    other_run = isinstance(made_by, str) and made_by != source and os.path.exists(made_by) and \
+        os.path.exists(source) and not os.path.samefile(made_by, source)
+    if other_run or made_at not in (None, step):
+        raise XltError(f"the shift's means are of {made_by} at step {made_at}, the model decoding is {source} at "
+                       f"step {step} (--checkpoint): take the means with the model that decodes", shift_path)
+
+
 def translate(model_spec: str, shift_path: str, input_path: str, reference_path: str, settings: TranslateSettings,
               token_sets: Optional[dict[str, str]] = None) -> dict:
     """Shift-decode ``input_path`` (source language) for every layer x alpha; score against the reference."""
@@ -233,6 +244,7 @@ def translate(model_spec: str, shift_path: str, input_path: str, reference_path:
     if shift.mean_src.shape != (run.n_layers + 1, run.d_model):
         raise XltError(f"shift of shape {shift.mean_src.shape} does not fit this model "
                        f"({run.n_layers + 1} layers x {run.d_model})", shift_path)
+    _check_shift_model(shift.header, run.source, run.step, shift_path)
     layers = resolve_layers(run.n_layers, settings.layers or list(range(1, run.n_layers + 1)))
     grid = [(layer, float(alpha)) for layer in layers for alpha in settings.alphas]
     sets = {lang: token_set(run, lang, (token_sets or {}).get(lang)) for lang in (shift.src, shift.tgt)}
