@@ -68,6 +68,18 @@ def test_a_nan_loss_on_one_rank_stops_every_rank(inputs, tmp_path):
     assert any("(here: nan)" in line for line in stops) and any("(here: nan)" not in line for line in stops)
 
 
+def test_a_refusal_on_rank_0_stops_every_rank_with_one_line(inputs, tmp_path):
+    # rank 0 alone checks the run directory: its refusal left rank 1 in a broadcast, which printed
+    # gloo's 52-line "connection closed" traceback when rank 0 exited
+    run = tmp_path / "run"
+    assert torchrun("-m", "xlt", "pretrain", "--run-dir", str(run), *inputs["args"], *tiny_args(3)).returncode == 0
+    res = torchrun("-m", "xlt", "pretrain", "--run-dir", str(run), *inputs["args"], *tiny_args(3, lr="2e-3"),
+                   monitor_interval=5)
+    errors = [line for line in res.stderr.splitlines() if line.startswith("xlt pretrain: error:")]
+    assert len(errors) == 1 and "other settings (lr: 0.001 -> 0.002)" in errors[0], res.stderr[-3000:]
+    assert "[rank1]" not in res.stderr and res.stderr.count("exitcode  : 2") == 2, res.stderr[-3000:]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -262,6 +262,8 @@ def _run(argv: list[str]) -> None:
     except XltError as e:
         if _state["debug"]:
             raise
+        if getattr(e, "quiet", False):   # another process (torchrun's rank 0) prints the line
+            sys.exit(getattr(e, "exit_status", EXIT_USAGE))
         fail(str(e), getattr(e, "exit_status", EXIT_USAGE))
     except BrokenPipeError:
         # `xlt ... | head` is normal use: stop quietly, and keep Python from complaining at exit.

@@ -19,12 +19,14 @@ from __future__ import annotations
 import gc
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import torch
 import torch.distributed as dist
 
 from xlt.utils.errors import XltError
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,32 @@ def broadcast_object(d: Dist, obj: Any) -> Any:
     box = [obj]
     dist.broadcast_object_list(box, src=0)
     return box[0]
+
+
+class RankZeroError(XltError):
+    """Rank 0's XltError as the other ranks raise it: rank 0 prints the line, they exit quietly."""
+
+    quiet = True
+
+
+def on_main(d: Dist, work: Callable[[], T]) -> T:
+    """``work()`` on rank 0 alone, its result on every rank. An XltError it raises is raised on every
+    rank: the others would otherwise wait in their next collective for a rank that has exited, and
+    print gloo's "connection closed" traceback (NCCL: wait for its timeout)."""
+    result, failure = None, None
+    if d.is_main:
+        try:
+            result = work()
+        except XltError as e:
+            if not d.enabled:
+                raise
+            failure, error = (e.message, e.path, e.line), e
+    result, failure = broadcast_object(d, (result, failure))
+    if failure is not None:
+        if d.is_main:
+            raise error
+        raise RankZeroError(*failure)
+    return result
 
 
 def gather_objects(d: Dist, obj: Any) -> list[Any]:

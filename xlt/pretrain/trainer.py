@@ -173,29 +173,29 @@ class Pretrainer:
 
     # ---- the loop ---------------------------------------------------------------------------
     def prepare_run_dir(self) -> bool:
-        """Create or check the run directory; return True when resuming from a checkpoint."""
-        resolved = self.plan.to_dict()
-        resuming = False
-        if self.d.is_main:
-            make_directory(self._path(""))
-            remove_leftovers(self.run_dir)
-            # Without a checkpoint there is nothing to resume: whatever an earlier attempt (failed or
-            # killed before its first save, maybe with other settings) left is started over.
-            changed = changed_inputs(self.run_dir, self.vocab.sha256, self.cfg.codes,
-                                     {"train": self.train_stores, "dev": self.dev_stores})
-            if os.path.exists(self._path("last.pt")) and changed:
-                # Same paths are not the same data: a store binarized again from other text, or a
-                # rebuilt vocabulary, would be trained on silently (or mismatch the embeddings).
-                raise XltError(f"run directory holds a run trained on other inputs ({', '.join(changed)} "
-                               "changed); use a new directory", os.path.join(self.run_dir, "config.json"))
-            moved = INPUT_PATH_KEYS if changed == [] else ()
-            resuming = os.path.exists(self._path("last.pt")) and check_same_config(
-                self.run_dir, resolved, MUTABLE_KEYS + moved, ADDED_DEFAULTS)
-            if not resuming:  # what an attempt that is started over left is not this run's
-                if os.path.exists(self._path("best.pt")):
-                    os.unlink(self._path("best.pt"))
-                remove_snapshots(self._path(""))
-        return distributed.broadcast_object(self.d, resuming)
+        """Create or check the run directory (rank 0); return True, on every rank, when resuming."""
+        return distributed.on_main(self.d, self._prepare_run_dir)
+
+    def _prepare_run_dir(self) -> bool:
+        make_directory(self._path(""))
+        remove_leftovers(self.run_dir)
+        # Without a checkpoint there is nothing to resume: whatever an earlier attempt (failed or
+        # killed before its first save, maybe with other settings) left is started over.
+        changed = changed_inputs(self.run_dir, self.vocab.sha256, self.cfg.codes,
+                                 {"train": self.train_stores, "dev": self.dev_stores})
+        if os.path.exists(self._path("last.pt")) and changed:
+            # Same paths are not the same data: a store binarized again from other text, or a
+            # rebuilt vocabulary, would be trained on silently (or mismatch the embeddings).
+            raise XltError(f"run directory holds a run trained on other inputs ({', '.join(changed)} "
+                           "changed); use a new directory", os.path.join(self.run_dir, "config.json"))
+        moved = INPUT_PATH_KEYS if changed == [] else ()
+        resuming = os.path.exists(self._path("last.pt")) and check_same_config(
+            self.run_dir, self.plan.to_dict(), MUTABLE_KEYS + moved, ADDED_DEFAULTS)
+        if not resuming:  # what an attempt that is started over left is not this run's
+            if os.path.exists(self._path("best.pt")):
+                os.unlink(self._path("best.pt"))
+            remove_snapshots(self._path(""))
+        return resuming
 
     def _check_resumable(self) -> None:
         """What a resumed run cannot do, refused before its description says it will: go back to fewer
@@ -215,23 +215,29 @@ class Pretrainer:
                      {"train": self.train_stores, "dev": self.dev_stores}, resumed_at_step)
 
     def train(self) -> dict[str, Any]:
-        """Train to ``max_steps`` (resuming if the run directory has a checkpoint); return a summary."""
-        if self.d.is_main:   # before the lock file: a folder that is not a pretraining run gets nothing
-            check_pretraining_run(self.run_dir)
-        lock = exclusive_lock(os.path.join(self.run_dir, ".lock")) if self.d.is_main else contextlib.nullcontext()
-        make_directory(self.run_dir)
-        with lock, sigterm_requested() as stop:
+        """Train to ``max_steps`` (resuming if the run directory has a checkpoint); return a summary.
+        What rank 0 alone checks and writes before the loop goes through ``distributed.on_main``, so
+        that its refusal stops every rank with one line."""
+        with contextlib.ExitStack() as held:
+            def hold_the_run_dir() -> None:
+                check_pretraining_run(self.run_dir)   # before the lock file: another tool's folder gets nothing
+                make_directory(self.run_dir)
+                held.enter_context(exclusive_lock(os.path.join(self.run_dir, ".lock")))
+            distributed.on_main(self.d, hold_the_run_dir)
+            stop = held.enter_context(sigterm_requested())
             resuming = self.prepare_run_dir()
             if resuming:
                 self.load_state_dict(load_checkpoint(self._path("last.pt")))
-                self._check_resumable()
-                if self.d.is_main:
-                    log.info(f"resuming {self.run_dir} at step {self.step}")
-            if self.d.is_main:   # the description is the run's once it is known to go on under it
-                self._describe(self.plan.to_dict(), self.step if resuming else None)
-            if self.d.is_main:  # what a killed attempt logged after this step is logged again
-                self.metrics.truncate_after(self.step)
+            distributed.on_main(self.d, lambda: self._start(resuming))
             return self._loop(stop)
+
+    def _start(self, resuming: bool) -> None:
+        if resuming:
+            self._check_resumable()
+            log.info(f"resuming {self.run_dir} at step {self.step}")
+        # the description is the run's once it is known to go on under it
+        self._describe(self.plan.to_dict(), self.step if resuming else None)
+        self.metrics.truncate_after(self.step)   # what a killed attempt logged after this step is logged again
 
     def _loop(self, stop: threading.Event) -> dict[str, Any]:
         cfg = self.cfg
