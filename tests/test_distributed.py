@@ -52,6 +52,7 @@ def test_xlt_pretrain_under_torchrun(inputs, tmp_path, mixing):
     assert res.returncode == 0, res.stderr[-3000:]
     last = torch.load(run / "checkpoints" / "last.pt", weights_only=False)
     assert last["step"] == 6 and len(last["per_rank"]) == 2
+    assert json.loads((run / "config.json").read_text())["processes"] == 2   # the batch per step is 2 x --batch-size
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert metrics and all(m["step"] <= 6 for m in metrics)
 

@@ -212,7 +212,7 @@ class Pretrainer:
     def _describe(self, resolved: dict[str, Any], resumed_at_step: Optional[int]) -> None:
         describe_run(self.run_dir, resolved, self.cfg.vocab, self.vocab.sha256, self.cfg.codes,
                      {lang: tokenizer_config(self.cfg, lang) for lang in self.languages},
-                     {"train": self.train_stores, "dev": self.dev_stores}, resumed_at_step)
+                     {"train": self.train_stores, "dev": self.dev_stores}, resumed_at_step, self.d.world_size)
 
     def train(self) -> dict[str, Any]:
         """Train to ``max_steps`` (resuming if the run directory has a checkpoint); return a summary.

@@ -176,15 +176,16 @@ def check_same_config(run_dir: PathLike, resolved: dict[str, Any], mutable: tupl
 
 
 def write_run_description(run_dir: PathLike, resolved: dict[str, Any], inputs: dict[str, Any],
-                          resumed_at: Optional[dict[str, int]] = None) -> None:
-    """Write ``config.json``: the resolved config, the command line, versions and input checksums;
+                          resumed_at: Optional[dict[str, int]] = None, processes: int = 1) -> None:
+    """Write ``config.json``: the resolved config, the command line, versions, the number of processes
+    (torchrun's: per-process settings such as the batch size multiply by it) and input checksums;
     for a resumed run (``resumed_at``, e.g. ``{"step": 7}``) see :func:`record_resume`."""
     path = os.path.join(os.fspath(run_dir), "config.json")
     if resumed_at is not None and os.path.exists(path):
         record_resume(run_dir, resumed_at, resolved, inputs)
     else:
         write_json(path, {"config": resolved, "command": command_line(), "environment": environment(),
-                          "inputs": inputs})
+                          "processes": processes, "inputs": inputs})
 
 
 def record_resume(run_dir: PathLike, at: dict[str, int], resolved: Optional[dict[str, Any]] = None,
