@@ -69,6 +69,16 @@ def test_a_nan_loss_on_one_rank_stops_every_rank(inputs, tmp_path):
     assert any("(here: nan)" in line for line in stops) and any("(here: nan)" not in line for line in stops)
 
 
+def test_the_logged_loss_is_the_whole_steps(inputs, tmp_path):
+    run = tmp_path / "run"
+    res = torchrun(str(HERE / "constant_loss_worker.py"), "pretrain", "--run-dir", str(run), *inputs["args"],
+                   *tiny_args(4))
+    assert res.returncode == 0, res.stderr[-3000:]
+    losses = [json.loads(line)["loss"] for line in (run / "metrics.jsonl").read_text().splitlines() if '"loss"' in line]
+    assert losses == [1.5, 1.5], losses   # rank 0's 1.0 was logged as the step's
+    assert res.stderr.count(f"{run}: step 4, best") == 1   # the summary once, from rank 0
+
+
 def test_a_refusal_on_rank_0_stops_every_rank_with_one_line(inputs, tmp_path):
     # rank 0 alone checks the run directory: its refusal left rank 1 in a broadcast, which printed
     # gloo's 52-line "connection closed" traceback when rank 0 exited

@@ -109,7 +109,7 @@ def test_the_curriculum_phases_tokens_and_snapshot_steps(inputs):
     assert [(p.first_step, p.last_step) for p in cut.phases] == [(1, 5)]
 
 
-def test_dry_run_prints_the_plan_and_writes_nothing(inputs, tmp_path):
+def test_dry_run_prints_the_plan_and_writes_nothing(inputs, tmp_path, monkeypatch):
     run_dir = tmp_path / "run"
     res = run_xlt("pretrain", "--run-dir", run_dir, *inputs["args"], *tiny_args(20), "--dry-run",
                   "--short-stream-len", "4", "--short-stream-steps", "5", "--snapshot-every", "10",
@@ -123,6 +123,13 @@ def test_dry_run_prints_the_plan_and_writes_nothing(inputs, tmp_path):
     assert "steps 1-5: 16 x 4-token windows" in out and "steps 6-20: 4 x 16-token windows" in out
     assert "snapshots      10, 20" in out
     assert f"en ({plan.sentences()['en']:,} sentences)" in out
+    # under torchrun: the step's tokens over every process, printed by rank 0 alone
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    for rank, printed in (("0", True), ("1", False)):
+        monkeypatch.setenv("RANK", rank)
+        res = run_xlt("pretrain", "--run-dir", run_dir, *inputs["args"], *tiny_args(20), "--dry-run", check=True)
+        assert (f"{4 * 16:,} per process (1 x 4 windows x 16 tokens), {2 * 4 * 16:,} over 2 processes" in res.stdout) \
+            is printed and (res.stdout == "") is not printed
 
 
 def test_planning_fails_before_the_run_directory_on_a_missing_store(inputs, tmp_path):

@@ -3,6 +3,8 @@ and train the plan (:func:`xlt.pretrain.trainer.pretrain`), or print it with --d
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from xlt.cli.options import OutputPath, build_config, dataclass_options
@@ -40,14 +42,18 @@ def pretrain(run_dir: str, dry_run: bool, **values) -> None:
     from xlt.pretrain.plan import resolve
 
     plan = resolve(build_config(PretrainConfig, values))
+    # under torchrun every rank runs this command: rank 0 says what the job does, once
+    speaks = int(os.environ.get("RANK", "0")) == 0
     if dry_run:
         from xlt.pretrain.plan import describe
 
-        click.echo(describe(plan))
+        if speaks:
+            click.echo(describe(plan, int(os.environ.get("WORLD_SIZE", "1"))))
         return
     from xlt.pretrain.trainer import pretrain as train
 
     summary = train(plan, run_dir)
     best = summary["best"]
-    click.echo(f"{run_dir}: step {summary['step']}, best {best.get('metric', 'dev ppl')} "
-               f"{best['value']:.3f} at step {best['step']}", err=True)
+    if speaks:
+        click.echo(f"{run_dir}: step {summary['step']}, best {best.get('metric', 'dev ppl')} "
+                   f"{best['value']:.3f} at step {best['step']}", err=True)

@@ -86,6 +86,15 @@ def any_rank(d: Dist, *flags: bool) -> tuple[bool, ...]:
     return tuple(bool(v) for v in t.tolist())
 
 
+def mean_over_ranks(d: Dist, value: float) -> float:
+    """The mean of a number over the ranks (every rank calls it, at the same place)."""
+    if not d.enabled:
+        return value
+    t = torch.tensor([value], dtype=torch.float64, device=d.device)
+    dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return float(t.item()) / d.world_size
+
+
 def barrier(d: Dist) -> None:
     if d.enabled:
         dist.barrier()

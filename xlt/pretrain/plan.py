@@ -147,8 +147,9 @@ def parameter_count(model: EncoderConfig) -> int:
         return sum(p.numel() for p in MaskedLM(model).parameters())
 
 
-def describe(plan: PretrainPlan) -> str:
-    """The plan as ``xlt pretrain --dry-run`` prints it: what the run would train, and for how long."""
+def describe(plan: PretrainPlan, processes: int = 1) -> str:
+    """The plan as ``xlt pretrain --dry-run`` prints it: what the run would train, and for how long
+    (over ``processes``, torchrun's)."""
     cfg, m = plan.config, plan.model
     sharing = ", ".join(f"{k} {v}" for k, v in m.sharing.to_dict().items())
     lines = [f"languages      {', '.join(f'{l} ({n:,} sentences)' for l, n in plan.sentences().items())}",
@@ -160,7 +161,8 @@ def describe(plan: PretrainPlan) -> str:
              f"masking        random replacements within the language: "
              f"{'yes' if plan.masking.random_within_language else 'no'}",
              f"tokens/step    {plan.tokens_per_step():,} per process ({cfg.langs_per_step} x {cfg.batch_size} "
-             f"windows x {cfg.stream_len} tokens)"]
+             f"windows x {cfg.stream_len} tokens)"
+             + (f", {plan.tokens_per_step(processes):,} over {processes} processes" if processes > 1 else "")]
     for i, phase in enumerate(plan.phases):
         lines.append(f"{'phases' if i == 0 else '':<15}steps {phase.first_step:,}-{phase.last_step:,}: "
                      f"{phase.batch_size} x {phase.stream_len}-token windows per batch")

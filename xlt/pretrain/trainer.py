@@ -255,6 +255,7 @@ class Pretrainer:
                 tokens_since += sum(m.input_ids.numel() for m, _ in batches) * self.d.world_size
                 bar.advance(1)
                 if self.step % cfg.log_every == 0 or self.step == cfg.max_steps:
+                    loss = distributed.mean_over_ranks(self.d, loss)   # the step's whole batch, not rank 0's part
                     elapsed = time.perf_counter() - t_since
                     record = {"step": self.step, "lang": "+".join(langs), "loss": round(loss, 6),
                               "ppl": round(math.exp(min(loss, 50.0)), 4),
