@@ -92,6 +92,11 @@ def test_bad_shapes_and_correlation():
     X, Y = random_pair()
     with pytest.raises(XltError, match="same number of rows"):
         cka(X, Y[:-1])
+    # one that varies little next to its mean is not constant, in either form (the Gram form's test is
+    # quadratic in the spread)
+    small = (1 + 1e-5 * np.random.default_rng(1).normal(size=X.shape)).astype(np.float32)
+    for debiased in (False, True):
+        assert cka_gram_form(small, Y, debiased) == pytest.approx(cka(small, Y, debiased), rel=1e-6)
     # a constant whose mean is not exact in floating point (0.1 in 7 rows) too, in both forms
     for constant in (np.ones_like(Y), np.full((7, 4), 0.1), np.full((9, 3), 1 / 3, np.float32)):
         other = np.random.default_rng(0).normal(size=(len(constant), 5))

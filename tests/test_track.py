@@ -133,6 +133,14 @@ def test_records_of_another_run_at_the_same_path_are_refused(world, tmp_path, ca
     resumed = {**described, "config": {**described["config"], "max_steps": 99}, "resumes": [{"step": 10}]}
     (run / "config.json").write_text(json.dumps(resumed))   # a resume's changes are the same run
     track(capsys, run, out, "--measures", "cka", "--parallel", *world["parallel"])
+    # a description from before a setting existed is the run at that setting's default
+    older = {**described, "config": {k: v for k, v in described["config"].items() if k != "langs_per_step"}}
+    (run / "config.json").write_text(json.dumps(older))
+    assert run_identity(str(run)) == records(out)[0]["run_id"]
+    # other inputs under the same settings (stores binarized again from other text): another run
+    restored = {**described, "inputs": {**described["inputs"], "vocab_sha256": "0" * 64}}
+    (run / "config.json").write_text(json.dumps(restored))
+    assert run_identity(str(run)) != records(out)[0]["run_id"]
     (run / "config.json").write_text(json.dumps({**described, "config": {**described["config"], "lr": 3e-3}}))
     before = records(out)
     res = run_in_process(capsys, "track", "--run", run, "-o", out, "--device", "cpu", "--measures", "cka",

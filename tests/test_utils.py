@@ -231,3 +231,17 @@ def test_a_damaged_json_file_is_named_with_its_line(tmp_path, content, line, wha
     with pytest.raises(XltError) as err:
         read_json(path, "results file")
     assert str(err.value) == f"{path}:{line}: {what}"
+
+
+def test_a_resume_records_its_changes_not_the_settings_added_since(tmp_path):
+    from xlt.utils.rundir import record_resume
+
+    write_run_description(tmp_path, {"max_steps": 10, "lr": 1e-3}, {"vocab_sha256": "a"})
+    first = json.loads((tmp_path / "config.json").read_text())
+    # a key the earlier description lacks is a setting added to xlt since (at its default): no change
+    record_resume(tmp_path, {"step": 10}, {"max_steps": 20, "lr": 1e-3, "langs_per_step": 1})
+    described = json.loads((tmp_path / "config.json").read_text())
+    assert described["command"] == first["command"] and described["environment"] == first["environment"]
+    assert described["config"]["max_steps"] == 20 and described["inputs"] == {"vocab_sha256": "a"}
+    (resume,) = described["resumes"]
+    assert resume["step"] == 10 and resume["changed"] == {"max_steps": [10, 20]}

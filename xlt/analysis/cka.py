@@ -45,8 +45,13 @@ def _as_float64(X: np.ndarray) -> np.ndarray:
 CONSTANT_TOLERANCE = 1e-9
 
 
-def _is_constant(centred: np.ndarray, original: np.ndarray) -> bool:
-    return bool(np.linalg.norm(centred) <= CONSTANT_TOLERANCE * np.linalg.norm(original))
+# Gram matrices are quadratic in the features (||HKH|| / ||K|| ~ (spread / mean)²), and centring one
+# of a constant leaves float64 rounding (1e-16 of it).
+GRAM_CONSTANT_TOLERANCE = 1e-13
+
+
+def _is_constant(centred: np.ndarray, original: np.ndarray, tolerance: float = CONSTANT_TOLERANCE) -> bool:
+    return bool(np.linalg.norm(centred) <= tolerance * np.linalg.norm(original))
 
 
 def _check_rows(X: np.ndarray, Y: np.ndarray, debiased: bool) -> int:
@@ -126,7 +131,7 @@ def cka_from_grams(K: np.ndarray, L: np.ndarray, debiased: bool = False) -> floa
     """CKA from two Gram matrices [n, n] (any kernel; XXᵀ and YYᵀ give linear CKA)."""
     _check_rows(K, L, debiased)
     Kc, Lc = center_gram(K, debiased), center_gram(L, debiased)
-    if _is_constant(Kc, np.asarray(K)) or _is_constant(Lc, np.asarray(L)):
+    if _is_constant(Kc, np.asarray(K), GRAM_CONSTANT_TOLERANCE) or _is_constant(Lc, np.asarray(L), GRAM_CONSTANT_TOLERANCE):
         raise XltError("CKA is undefined: one representation is constant over all rows")
     return float(Kc.ravel() @ Lc.ravel() / (np.linalg.norm(Kc) * np.linalg.norm(Lc)))
 
@@ -134,6 +139,8 @@ def cka_from_grams(K: np.ndarray, L: np.ndarray, debiased: bool = False) -> floa
 def cka_gram_form(X: np.ndarray, Y: np.ndarray, debiased: bool = False) -> float:
     """Linear CKA through the Gram matrices XXᵀ and YYᵀ (O(n²) memory; a cross-check of :func:`cka`)."""
     X, Y = _as_float64(X), _as_float64(Y)
+    if any(_is_constant(Z - Z.mean(axis=0), Z) for Z in (X, Y)):   # decided on the features, as cka does
+        raise XltError("CKA is undefined: one representation is constant over all rows")
     return cka_from_grams(X @ X.T, Y @ Y.T, debiased)
 
 

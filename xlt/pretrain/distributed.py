@@ -19,12 +19,12 @@ from __future__ import annotations
 import gc
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Optional, TypeVar
 
 import torch
 import torch.distributed as dist
 
-from xlt.utils.errors import XltError
+from xlt.utils.errors import EXIT_USAGE, XltError
 
 T = TypeVar("T")
 
@@ -110,23 +110,29 @@ def broadcast_object(d: Dist, obj: Any) -> Any:
 
 
 class RankZeroError(XltError):
-    """Rank 0's XltError as the other ranks raise it: rank 0 prints the line, they exit quietly."""
+    """Rank 0's failure as the other ranks raise it: rank 0 prints the line (or its traceback), they
+    exit quietly with its status."""
 
     quiet = True
 
+    def __init__(self, message: str, path: Optional[str], line: Optional[int], exit_status: int):
+        super().__init__(message, path, line)
+        self.exit_status = exit_status
+
 
 def on_main(d: Dist, work: Callable[[], T]) -> T:
-    """``work()`` on rank 0 alone, its result on every rank. An XltError it raises is raised on every
-    rank: the others would otherwise wait in their next collective for a rank that has exited, and
-    print gloo's "connection closed" traceback (NCCL: wait for its timeout)."""
+    """``work()`` on rank 0 alone, its result on every rank. Whatever it raises stops every rank: the
+    others would otherwise wait in their next collective for a rank that has exited, and print gloo's
+    "connection closed" traceback (NCCL: wait for its timeout). Rank 0 raises its own exception."""
     result, failure = None, None
     if d.is_main:
         try:
             result = work()
-        except XltError as e:
+        except BaseException as e:
             if not d.enabled:
                 raise
-            failure, error = (e.message, e.path, e.line), e
+            failure, error = ((e.message, e.path, e.line, getattr(e, "exit_status", EXIT_USAGE))
+                              if isinstance(e, XltError) else ("rank 0 failed", None, None, 1)), e
     result, failure = broadcast_object(d, (result, failure))
     if failure is not None:
         if d.is_main:

@@ -16,7 +16,7 @@ import threading
 from typing import Any, Iterator, Mapping, Optional
 
 from xlt.data.store import TokenStore
-from xlt.pretrain.config import MUTABLE_KEYS
+from xlt.pretrain.config import ADDED_DEFAULTS, MUTABLE_KEYS
 from xlt.text.tokenize import TokenizerConfig
 from xlt.utils.errors import XltError
 from xlt.utils.outputs import atomic_path, remove_stale_temporaries, write_json
@@ -78,17 +78,24 @@ def check_pretraining_run(run_dir: str) -> None:
 
 def run_identity(run_dir: str) -> Optional[str]:
     """What tells a pretraining run from another pretrained later in the same folder: a digest of its
-    settings (but those a resume may change and the input paths) and of the machine it started on,
-    which a resume keeps; None without a config.json. Two starts with equal digests compute the
-    same weights (a run reproduces bit for bit on one CPU kind)."""
+    settings (but those a resume may change and the input paths; a setting added to xlt since counts
+    as its default), of its inputs' checksums, of its number of processes and of the machine it
+    started on, which a resume keeps; None without a config.json. Two starts with equal digests
+    compute the same weights (a run reproduces bit for bit on one CPU kind)."""
     path = os.path.join(run_dir, "config.json")
     if not os.path.exists(path):
         return None
     description = read_json(path, "run description")
     description = description if isinstance(description, dict) else {}
     config = description.get("config") if isinstance(description.get("config"), dict) else {}
-    settled = {k: v for k, v in config.items() if k not in MUTABLE_KEYS + INPUT_PATH_KEYS}
-    text = json.dumps({"config": settled, "environment": description.get("environment")}, sort_keys=True)
+    settled = {k: v for k, v in {**ADDED_DEFAULTS, **config}.items() if k not in MUTABLE_KEYS + INPUT_PATH_KEYS}
+    inputs = description.get("inputs") if isinstance(description.get("inputs"), dict) else {}
+    stores = inputs.get("stores") if isinstance(inputs.get("stores"), dict) else {}
+    checksums = {"vocab_sha256": inputs.get("vocab_sha256"),
+                 "stores": {k: {f: v for f, v in h.items() if f != "prefix"} for k, h in stores.items()
+                            if isinstance(h, dict)}}
+    text = json.dumps({"config": settled, "inputs": checksums, "processes": description.get("processes", 1),
+                       "environment": description.get("environment")}, sort_keys=True)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 

@@ -197,7 +197,9 @@ def record_resume(run_dir: PathLike, at: dict[str, int], resolved: Optional[dict
     description = read_json(path, "run description")
     before = description.get("config", {})
     resolved = before if resolved is None else resolved
-    changed = {k: [before.get(k), v] for k, v in resolved.items() if before.get(k) != v}
+    # a key the description lacks is a setting added to xlt since, at its default (the resume was let
+    # through on that): not a change
+    changed = {k: [before[k], v] for k, v in resolved.items() if k in before and before[k] != v}
     resume = {**at, "command": command_line(), "environment": environment(), "changed": changed}
     description.update(config=resolved, resumes=description.get("resumes", []) + [resume])
     if inputs is not None:
