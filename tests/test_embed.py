@@ -165,11 +165,16 @@ def test_glove_objective_by_hand():
     assert weighting(np.array([50.0, 100.0, 300.0])).tolist() == pytest.approx([0.5 ** 0.75, 1.0, 1.0])
 
 
-def test_glove_loss_falls_and_is_the_objective(tmp_path):
+def topic_cooccurrences(tmp_path) -> sp.spmatrix:
+    """Window-5 co-occurrences of the topic corpora of every language, words in sorted order."""
     texts = [(lang, str(topic_corpus(tmp_path / f"{lang}.txt", lang, seed=i))) for i, lang in enumerate(TOPICS)]
     corpus = JointCorpus(texts)
     words = sorted({w for tokens in corpus for w in tokens})
-    X = cooccurrence(corpus, {w: r for r, w in enumerate(words)}, window=5)
+    return cooccurrence(corpus, {w: r for r, w in enumerate(words)}, window=5)
+
+
+def test_glove_loss_falls_and_is_the_objective(tmp_path):
+    X = topic_cooccurrences(tmp_path)
     config = EmbedConfig(method="glove", dim=8, epochs=15, batch_size=64, min_count=1, workers=1)
     params = fit_glove(X, config)
     assert len(params.loss) == 15 and params.loss[-1] < 0.5 * params.loss[0]
@@ -208,10 +213,7 @@ def glove_c(X, config: EmbedConfig) -> np.ndarray:
 def test_glove_steps_are_glove_c_s(tmp_path):
     # the squared-gradient sums held plain gradients, not glove.c's learning rate times gradient:
     # steps up to 1/lr = 20 times smaller (J 594 against glove.c's 376 after an epoch)
-    texts = [(lang, str(topic_corpus(tmp_path / f"{lang}.txt", lang, seed=i))) for i, lang in enumerate(TOPICS)]
-    corpus = JointCorpus(texts)
-    words = sorted({w for tokens in corpus for w in tokens})
-    X = cooccurrence(corpus, {w: r for r, w in enumerate(words)}, window=5)
+    X = topic_cooccurrences(tmp_path)
     config = EmbedConfig(method="glove", dim=6, epochs=3, batch_size=1, min_count=1, workers=1)
     assert np.allclose(fit_glove(X, config).W, glove_c(X, config), rtol=1e-4, atol=1e-6)
 
