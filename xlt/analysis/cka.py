@@ -54,6 +54,10 @@ def _is_constant(centred: np.ndarray, original: np.ndarray, tolerance: float = C
     return bool(np.linalg.norm(centred) <= tolerance * np.linalg.norm(original))
 
 
+def _undefined() -> XltError:
+    return XltError("CKA is undefined: one representation is constant over all rows")
+
+
 def _check_rows(X: np.ndarray, Y: np.ndarray, debiased: bool) -> int:
     n = X.shape[0]
     if Y.shape[0] != n:
@@ -92,13 +96,13 @@ class FeatureStats:
         """CKA between this representation and ``other`` (same n, same estimator)."""
         _check_rows(self.centred, other.centred, self.debiased)
         if self.constant or other.constant:
-            raise XltError("CKA is undefined: one representation is constant over all rows")
+            raise _undefined()
         cross = float(np.linalg.norm(other.centred.T @ self.centred) ** 2)
         if self.debiased:
             cross = self._adjust(cross, other)
         denominator = np.sqrt(max(self.self_similarity * other.self_similarity, 0.0))
         if denominator == 0.0:  # the debiased estimator of a near-constant representation
-            raise XltError("CKA is undefined: one representation is constant over all rows")
+            raise _undefined()
         return float(cross / denominator)
 
 
@@ -131,8 +135,8 @@ def cka_from_grams(K: np.ndarray, L: np.ndarray, debiased: bool = False) -> floa
     """CKA from two Gram matrices [n, n] (any kernel; XXᵀ and YYᵀ give linear CKA)."""
     _check_rows(K, L, debiased)
     Kc, Lc = center_gram(K, debiased), center_gram(L, debiased)
-    if _is_constant(Kc, np.asarray(K), GRAM_CONSTANT_TOLERANCE) or _is_constant(Lc, np.asarray(L), GRAM_CONSTANT_TOLERANCE):
-        raise XltError("CKA is undefined: one representation is constant over all rows")
+    if any(_is_constant(c, np.asarray(g), GRAM_CONSTANT_TOLERANCE) for c, g in ((Kc, K), (Lc, L))):
+        raise _undefined()
     return float(Kc.ravel() @ Lc.ravel() / (np.linalg.norm(Kc) * np.linalg.norm(Lc)))
 
 
@@ -140,7 +144,7 @@ def cka_gram_form(X: np.ndarray, Y: np.ndarray, debiased: bool = False) -> float
     """Linear CKA through the Gram matrices XXᵀ and YYᵀ (O(n²) memory; a cross-check of :func:`cka`)."""
     X, Y = _as_float64(X), _as_float64(Y)
     if any(_is_constant(Z - Z.mean(axis=0), Z) for Z in (X, Y)):   # decided on the features, as cka does
-        raise XltError("CKA is undefined: one representation is constant over all rows")
+        raise _undefined()
     return cka_from_grams(X @ X.T, Y @ Y.T, debiased)
 
 

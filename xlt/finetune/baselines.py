@@ -220,8 +220,8 @@ def markdown(result: BaselineScores) -> str:
     for lang, by_name in result.scores.items():
         for name, values in by_name.items():
             mark = " (best)" if best[lang]["name"] == name else ""
-            lines.append(f"| {lang} | {name}{mark} | " + " | ".join(f"{values[m]:.0f}" if m.endswith("_words") else f"{values[m]:.2f}"
-                                                                       for m in metrics) + " |")
+            cells = [f"{values[m]:.0f}" if m.endswith("_words") else f"{values[m]:.2f}" for m in metrics]  # counts
+            lines.append(f"| {lang} | {name}{mark} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

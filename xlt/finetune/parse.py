@@ -297,8 +297,7 @@ class ParseTask(Task):
                                    [t.upos for t in examples], predicted_heads, predicted_relations,
                                    self.punct_upos, self.settings.strip_subtypes)
         # the counts beside the scores: a LAS lowered by words cut at --max-len shows as such
-        return {"las": scores["las"], "uas": scores["uas"], "scored_words": scores["scored_words"],
-                "cut_words": scores["cut_words"]}
+        return {"las": scores.pop("las"), **scores}
 
     def write_predictions(self, examples: Sequence[Tree], predictions: dict[int, list[tuple[list[int], list[str]]]],
                           labels: list[str], out: TextIO) -> None:

@@ -4,6 +4,7 @@ its children, which lived on, re-parented to init, working for an output nobody 
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import signal
 from typing import Callable, Optional
@@ -18,9 +19,9 @@ def _prctl() -> Optional[Callable[..., int]]:
         return None
 
 
-def die_with(parent: int) -> None:
+def die_with(parent: int, prctl: Optional[Callable[..., int]] = None) -> None:
     """Called in a child: get SIGKILL when ``parent`` dies (Linux's PR_SET_PDEATHSIG)."""
-    prctl = _prctl()
+    prctl = prctl or _prctl()
     if prctl is None:
         return
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -31,12 +32,5 @@ def die_with(parent: int) -> None:
 def dying_with_this_process() -> Optional[Callable[[], None]]:
     """A ``preexec_fn`` for :class:`subprocess.Popen`: the program gets SIGKILL when this process dies.
     prctl is looked up here, before the fork, so the child only makes the call."""
-    prctl, parent = _prctl(), os.getpid()
-    if prctl is None:
-        return None
-
-    def preexec() -> None:
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != parent:
-            os._exit(1)
-    return preexec
+    prctl = _prctl()
+    return None if prctl is None else functools.partial(die_with, os.getpid(), prctl)
