@@ -392,7 +392,39 @@ def test_liu_table4_rows_from_plain_and_shift_variants(tmp_path):
     assert cell(t, labels[1], "XNLI test accuracy", "ru").gap.startswith("not run yet")
     avg = cell(t, labels[2], "XNLI test accuracy", "avg w/o en")
     assert avg.value == 55.0 and avg.paper == 72.42      # the paper's over the same language (fr)
-    assert [f.verdict for f in t.findings] == [HOLDS, HOLDS]
+    # one seed a row: no noise to judge a 2-point gain against
+    assert [f.verdict for f in t.findings] == [INCONCLUSIVE, INCONCLUSIVE]
+    assert "no noise estimate: one fine-tuning seed for" in t.findings[0].detail
+    assert [f.paper_verdict for f in t.findings] == [FAILS, HOLDS]   # the paper's fr numbers, as they are
+
+
+def write_table4(root: Path, all_: float, top: float, mds: float, spread: float) -> None:
+    """Table 4's three rows for en-fr over three seeds ``spread`` apart (mean as given)."""
+    m, point = "accuracy", {"batch_size": 32, "encoder_lr": 1e-4, "head_lr": 1e-3}
+    write_results(root / "table1" / "default" / "en-fr" / "xnli" / "results.json", "xnli", "fr",
+                  one_point("xnli", "fr", all_, en=70.0, spread=spread))
+    runs = []
+    for seed, d in ((12, -spread), (156, 0.0), (78, spread)):
+        plain = {"en": {"dev": {m: 72.0}, "test": {m: 72.0}}, "fr": {"dev": {m: top + d}, "test": {m: top + d}}}
+        runs.append(run_record(point, seed, 72.0, plain, shift={"fr": 1.5}))
+        runs[-1]["results"]["shift"] = {"fr": {"dev": {m: mds + d}, "test": {m: mds + d}}}
+    write_results(root / "liu" / "en-fr" / "xnli-mds" / "results.json", "xnli", "fr", runs)
+
+
+def test_liu_table4_findings_are_decided_beyond_the_seeds_noise(tmp_path):
+    def verdicts(*scores: float, spread: float) -> list[str]:
+        write_table4(tmp_path, *scores, spread=spread)
+        t = liu.build_table4(str(tmp_path / "liu"), str(tmp_path / "table1"), ["fr"])
+        return [f.verdict for f in t.findings], [f.detail for f in t.findings]
+
+    # all 50, top 53, MDS 55, seeds 0.5 apart: 2 SE of a difference = 2 sqrt(2 x 0.25 / 3) = 0.82
+    assert verdicts(50.0, 53.0, 55.0, spread=0.5)[0] == [HOLDS, HOLDS]
+    # the same means with seeds 4 apart (2 SE 6.5): a tenth of a point either way decides nothing
+    found, details = verdicts(50.0, 49.9, 50.0, spread=4.0)
+    assert found == [INCONCLUSIVE, INCONCLUSIVE]
+    assert "fr +0.10 (2 SE 6.53)" in details[0] and "top - all over fr: -0.10, 2 SE 6.53" in details[1]
+    # beyond the noise the other way: both fail
+    assert verdicts(50.0, 45.0, 43.0, spread=0.5)[0] == [FAILS, FAILS]
 
 
 # ---- alignment, CLI and rendering --------------------------------------------------------------------

@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import json
+import math
+import re
+from typing import Optional
 
+import pytest
+
+from test_report import cell
+from test_report_noise import finding, write_cell
 from xlt.finetune.selection import summarize
 from xlt.report import paper, table1
-from xlt.report.findings import FAILS, HOLDS, INCONCLUSIVE
-from xlt.report.table1_findings import EnglishScores, unlearned
+from xlt.report.findings import FAILS, HOLDS, INCONCLUSIVE, Inconclusive, Verdict
+from xlt.report.noise import Noise, Spread
+from xlt.report.table1_findings import (EnglishScores, deeper_separation_hurts, extra_anchors_help, no_anchors_close,
+                                        sep_emb_l16_collapses, unlearned)
 
 LANGS = ["fr", "ru", "zh"]
 ROWS = ["default", "wiki-cc", "default-anchors", "no-anchors", "extra-anchors",
@@ -190,3 +199,54 @@ def test_a_task_not_run_is_left_out_of_a_claim_with_a_note():
     assert found[COLLAPSE].detail.startswith("share of Default's margin over chance lost: ner ")
     domain = found["Domain mismatch (Wiki-CC) costs NER more than XNLI and parsing (§4.1)."]
     assert domain.verdict == INCONCLUSIVE and domain.detail == "no xnli results"   # it compares all three
+
+
+def scores(**rows: dict) -> dict:
+    """values[row][task][lang] from ``rows``: row -> {task: {lang: score}} (other tasks without scores);
+    a row's name as a keyword: sep_emb_l1_3 for sep-emb+l1-3."""
+    def key(name: str) -> str:
+        return name.replace("emb_l1", "emb+l1").replace("_", "-")
+    return {key(row): {task: dict(cells.get(task, {})) for task in TASKS} for row, cells in rows.items()}
+
+
+def test_no_anchors_far_above_default_is_not_within_three_points_of_it():
+    def verdict(no_anchors: float, spread: Optional[float] = None):
+        values = scores(default={"ner": {"fr": 30.0}}, no_anchors={"ner": {"fr": no_anchors}})
+        noise = None if spread is None else Noise({(r, "ner", "fr"): Spread(spread, 3) for r in values})
+        try:
+            return no_anchors_close(values, noise)
+        except Inconclusive as reason:
+            return Verdict(INCONCLUSIVE, str(reason))
+
+    assert verdict(45.0).verdict == FAILS and "ner +15.0" in verdict(45.0).detail   # 15 points above
+    assert verdict(26.0).verdict == FAILS and verdict(32.0).verdict == HOLDS
+    # with seeds (2 SE of the gap 2 sqrt(2 x 0.36 / 3) = 0.98): +15 fails, +1 holds, +2.5 is not decided
+    assert [verdict(x, 0.6).verdict for x in (45.0, 31.0, 32.5)] == [FAILS, HOLDS, INCONCLUSIVE]
+
+
+def test_a_comparison_over_languages_where_default_does_not_transfer_is_left_out_and_languages_are_named():
+    # Default transfers on fr NER (40 F1) but not on zh (1.0), the one language the other rows have
+    values = scores(default={"ner": {"fr": 40.0, "zh": 1.0}}, no_anchors={"ner": {"zh": 0.5}},
+                    sep_l1_3={"ner": {"zh": 0.8}}, sep_l1_6={"ner": {"zh": 0.4}}, sep_emb={"ner": {"zh": 0.9}}, sep_emb_l1_3={"ner": {"zh": 0.2}}, sep_emb_l1_6={"ner": {"zh": 0.5}},
+                    extra_anchors={"ner": {"zh": 3.0}}, default_anchors={"ner": {"zh": 1.0}})
+    gate = "Default less than 5 points above chance on ner over zh (+1.0)"
+    for rule in (no_anchors_close, deeper_separation_hurts, extra_anchors_help, sep_emb_l16_collapses):
+        with pytest.raises(Inconclusive, match=re.escape(gate)):
+            rule(values)
+    # where the compared rows have fr too, the comparison is over fr and zh, and says which it leaves out
+    values = scores(default={"ner": {"fr": 40.0, "ru": 30.0, "zh": 20.0}},
+                    no_anchors={"ner": {"fr": 39.0, "zh": 19.0}})
+    verdict = no_anchors_close(values)
+    assert verdict.verdict == HOLDS and "ner over fr, zh only (ru: a cell of default, no-anchors missing" in verdict.detail
+
+
+def test_a_score_that_is_not_a_number_is_a_gap_with_its_reason_not_a_silent_hole(tmp_path):
+    write_cell(tmp_path, "default", "ner", [30.0, math.nan, 32.0])
+    write_cell(tmp_path, "no-anchors", "ner", [20.0, 21.0, 22.0])
+    for row in ("default", "no-anchors"):
+        write_cell(tmp_path, row, "parse", [30.0, 31.0, 32.0])
+    t = table1.build(str(tmp_path), ["fr"])
+    gap = cell(t, "Default", "NER (F1)", "fr").gap
+    assert gap.startswith("damaged result file") and gap.endswith("the fr test score is not a number")
+    close = finding(t, "No anchors stays within")
+    assert close.verdict == HOLDS and "left out: no xnli, ner results" in close.detail and "nan" not in close.detail

@@ -169,7 +169,7 @@ def test_fake_english_findings_use_the_same_noise(tmp_path):
                                 "ner sep-l1-3 > sep-l1-6, parse sep-l1-3 > sep-l1-6")
     assert finding(t, "Fake-English: Pretraining transfers without").verdict == HOLDS
     anchors = finding(t, "Fake-English: Anchors added by code-switching")
-    assert anchors.verdict == HOLDS and "mean over tasks: +2.00 (2 SE 0.5)" in anchors.detail
+    assert anchors.verdict == HOLDS and "mean over tasks: +2.00 (2 SE 0.47)" in anchors.detail
     assert finding(t, "Fake-English: Separated embeddings or layers").verdict == HOLDS
 
     # the table's zero-shot and English cells carry their seeds
@@ -244,3 +244,14 @@ def test_a_figure_judged_against_a_threshold_is_never_printed_as_the_threshold()
     assert figure(49.6, 50, 0, "") == "49.6" and figure(62.4, 50, 0, "") == "62"
     with pytest.raises(Inconclusive, match=r"less than 5 points above chance \(ner \+4\.96\)"):
         usable_tasks({"ner": 4.96}, "chance")
+
+
+def test_a_margin_and_its_noise_are_never_printed_alike_on_opposite_sides():
+    # 5.04 against 2 SE 4.96 holds, 4.96 against 5.04 does not: "+5.0, 2 SE 5.0" would read the same
+    decided, undecided = Estimate(5.04, 2.48), Estimate(4.96, 2.52)
+    assert judge(decided) is True and judge(undecided) is None
+    assert decided.beside() == "+5.04, 2 SE 4.96" and undecided.beside() == "+4.96, 2 SE 5.04"
+    assert Estimate(3.0, 1.0).beside() == "+3.0, 2 SE 2.0"            # one decimal where it tells them apart
+    # against a threshold: No anchors' -0.52 gap is 2.48 above -3, its 2 SE 2.52
+    assert Estimate(-0.52, 1.26).after("ner ", threshold=-3.0) == "ner -0.52 (2 SE 2.52)"
+    assert Estimate(1.0, exact=True).after("ner ") == "ner +1.0"

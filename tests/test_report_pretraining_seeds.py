@@ -301,3 +301,18 @@ def test_a_correlation_from_too_few_models_is_not_taken_the_noisier_bound_is(tmp
     # rho -1 for a difference (the larger variance), two models shared of 2 x 2
     expected = s_ner ** 2 / 2 + s_parse ** 2 / 2 + 2 * s_ner * s_parse / 2
     assert estimate(values, noise, terms).se ** 2 == pytest.approx(expected) and expected > 0
+
+
+def test_two_models_that_happen_to_agree_keep_the_noise_of_their_fine_tuning_seeds(tmp_path):
+    # Default's two models agree to 0.1 F1, but each one's mean carries its seeds' noise (sd 5, n 3):
+    # the mean of the two has at least the variance (25/3 + 25/3) / 4 whatever their spread says
+    write_model(tmp_path, "default", "ner", [25.0, 30.0, 35.0], "fr", 0)
+    write_model(tmp_path, "default", "ner", [25.1, 30.1, 35.1], "fr", 1)
+    write_cell(tmp_path, "control", "ner", [27.5, 28.0, 28.5])
+    rows = [Row(key, key) for key in ("default", "control")]
+    _, readings, _, _ = collect(str(tmp_path), rows, ["fr"])
+    variance, kind = noise_of(readings, SINGLE_SEED_SD).variance(("default", "ner", "fr"))
+    assert kind == "pretraining" and variance == pytest.approx((25 / 3 + 25 / 3) / 4)
+    # +2.05 (printed +2.1) against 2 SE 2 sqrt(4.17 + 0.25 / 3) = 4.12: not decided (the pair's sd of 0.07 said 2 SE 0.6)
+    ner = finding(table1.build(str(tmp_path), ["fr"]), "Pretraining beats no pretraining on NER")
+    assert ner.verdict == INCONCLUSIVE and "(+2.1, 2 SE 4.1, pretraining seeds counted)" in ner.detail

@@ -31,9 +31,9 @@ seeds), and its variance is ``s² / k`` for its k models, where ``s²`` is the v
 score pooled over the rows that have several (one-way ANOVA's within-group mean square), or the
 row's own variance over its models where that is larger: rows do not vary alike (one near zero F1
 cannot spread as far as Default), and one row's two seeds are a 1-degree-of-freedom guess, so the
-larger of the two is taken. A row with one model counts the pooled variance whole, or its own
-fine-tuning noise where that is larger (one model's seeds spread 10 F1 apart are noisier than the
-pool of others' models can say). ``s²`` holds the
+larger of the two is taken. No cell counts less than its models' own fine-tuning noise (one model's
+seeds spread 10 F1 apart are noisier than the pool of others' models can say, and two models that
+agree by chance are not an exact number). ``s²`` holds the
 fine-tuning spread too, as each model's score carries it. One model's cells on two tasks share its
 draw, so a combination over tasks counts their covariance: the two tasks' correlation over models,
 pooled over the rows with models scored on both (or, where they give it fewer than
@@ -126,23 +126,37 @@ class Estimate:
     exact: bool = False
     pretraining: bool = False     # some cell's noise is its pretraining seeds' (pooled)
 
-    def noise(self) -> str:
+    def digits(self, threshold: float = 0.0, digits: int = 1) -> int:
+        """``digits`` decimals, or more (up to 3) where the margin over ``threshold`` and 2 SE would
+        print alike (a 5.04 margin against 2 SE 4.96 is not "+5.0, 2 SE 5.0", which reads as a tie)."""
+        if self.exact or self.se is None:
+            return digits
+        margin, bound = abs(self.value - threshold), SE_MULTIPLE * self.se
+        while digits < 3 and margin != bound and round(margin, digits) == round(bound, digits):
+            digits += 1
+        return digits
+
+    def noise(self, digits: int = 1) -> str:
         """'' when exact, else the noise the value is judged against."""
         if self.exact:
             return ""
         if self.se is None:
             return f"no noise estimate: one fine-tuning seed for {', '.join(self.blind)}"
-        return (f"{SE_MULTIPLE:g} SE {SE_MULTIPLE * self.se:.1f}"
+        return (f"{SE_MULTIPLE:g} SE {SE_MULTIPLE * self.se:.{digits}f}"
                 + (", pretraining seeds counted" if self.pretraining else "")
                 + (", one-seed cells at the cross-CPU floor" if self.floored else ""))
 
-    def beside(self, number: str) -> str:
-        """``number``, then the noise after a comma (for text already in parentheses)."""
-        return f"{number}, {self.noise()}" if self.noise() else number
+    def beside(self, threshold: float = 0.0, digits: int = 1) -> str:
+        """The signed value, then the noise after a comma (for text already in parentheses), each with
+        the decimals that tell the margin over ``threshold`` from 2 SE (:meth:`digits`)."""
+        d = self.digits(threshold, digits)
+        return ", ".join(filter(None, [f"{self.value:+.{d}f}", self.noise(d)]))
 
-    def after(self, number: str) -> str:
-        """``number``, then the noise in parentheses."""
-        return f"{number} ({self.noise()})" if self.noise() else number
+    def after(self, label: str, threshold: float = 0.0, digits: int = 1) -> str:
+        """``label``, the signed value, then the noise in parentheses (decimals as :meth:`beside`)."""
+        d = self.digits(threshold, digits)
+        noise = self.noise(d)
+        return f"{label}{self.value:+.{d}f}" + (f" ({noise})" if noise else "")
 
 
 def estimate(values: Values, noise: Optional[Noise], terms: Terms, constant: float = 0.0) -> Estimate:

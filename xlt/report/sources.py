@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import glob
 import json
+import math
 import os
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional
@@ -82,6 +83,11 @@ def missing_reason(directory: str) -> Optional[str]:
 Loaded = tuple[Optional[dict], Optional[str]]   # what load_json returns
 
 
+def finite(x: Any) -> bool:
+    """A real number (not a bool, NaN or infinity)."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
 def finetune_score(path: str, lang: str, variant: str = "plain", split: str = "test",
                    loaded: Optional[Loaded] = None) -> Reading:
     """A ``xlt finetune`` results.json's score for ``lang``: the mean of the best two grid points
@@ -101,6 +107,10 @@ def finetune_score(path: str, lang: str, variant: str = "plain", split: str = "t
             break
     if value is None:
         return Reading(gap=f"no finished run with a {variant} {lang} {split} score in {path}")
+    if not finite(value) or not (std is None or finite(std)):
+        # json reads NaN and Infinity: a diverged run's score is no number to average or compare
+        log.info(f"xlt report: {path}: the {variant} {lang} {split} score is {value!r} ± {std!r}")
+        return Reading(gap=f"damaged result file {path}: the {lang} {split} score is not a number")
     counts = data.get("counts") or {}
     note = None
     if not data.get("complete", True):
@@ -123,7 +133,7 @@ def baseline_score(path: str, lang: str, loaded: Optional[Loaded] = None) -> Rea
         return Reading(gap=f"{path} has no {lang} scores (tested on: {', '.join(everyone) or 'nothing'})")
     best = everyone[lang] if isinstance(everyone[lang], dict) else {}
     score, name = best.get("score"), best.get("name")
-    if isinstance(score, bool) or not isinstance(score, (int, float)) or not isinstance(name, str):
+    if not finite(score) or not isinstance(name, str):
         log.info(f"xlt report: {path}: the best {lang} baseline has no name and score")
         return Reading(gap=f"damaged result file {path}")
     return Reading(value=float(score), note=f"best trivial baseline: {name}",

@@ -31,7 +31,7 @@ NOISE = (f"± = sample std over the n fine-tuning seeds of a cell (n > 1 only). 
          "its comparisons without a noise estimate (inconclusive). Where a task has rows pretrained with several "
          "seeds, a pretrained row's cell is the mean of its models (± over them) and its noise is one model's "
          "variance pooled over those rows (or the row's own over its models, where larger), divided by its "
-         "number of models: a row with one model counts it whole, or its own fine-tuning noise where larger.")
+         "number of models, and never less than its models' own fine-tuning noise.")
 
 
 def one_model_remark(noise: Noise) -> Optional[str]:
@@ -237,8 +237,8 @@ def noise_of(readings: dict, single_seed_sd: dict[str, float], pools: Optional[d
     """The seed spreads of a table's cells, as :mod:`xlt.report.noise` reads them: a task and pair with
     rows of several pretraining seeds gives every pretrained cell of it their pooled sd, or the cell's
     own spread over its models where that is larger (rows do not vary alike: one near zero F1 cannot
-    spread as far as Default, and pooling its small spread must not shrink Default's); a row with one
-    model keeps its own fine-tuning noise where that is larger. ``pools``:
+    spread as far as Default, and pooling its small spread must not shrink Default's); no cell's noise
+    is below its models' fine-tuning noise (:func:`finetuning_sd`). ``pools``:
     languages whose cells are pooled with another's (lang -> that language), e.g. a pair with one
     pretrained row, whose own spread is one row's guess."""
     spreads = {cell: s for cell, reading in readings.items() if (s := spread(reading)) is not None}
@@ -251,12 +251,23 @@ def noise_of(readings: dict, single_seed_sd: dict[str, float], pools: Optional[d
             continue
         for cell in cells:
             s = spreads[cell]
-            # over several models their own sd; one model keeps its fine-tuning noise (sd of its mean,
-            # or the one-seed floor): counting other rows' pretraining seeds never lowers a cell's noise
-            own = s.sd if s.models > 1 else (s.sd / math.sqrt(s.n) if s.sd is not None and s.n >= 2
-                                              else single_seed_sd.get(task))
-            spreads[cell] = replace(s, pretraining_sd=max(pooled, own or 0.0))
+            # over several models their own sd, and never less than their fine-tuning noise: counting
+            # pretraining seeds (other rows', or two models that happen to agree) never lowers a cell's noise
+            own = max(s.sd if s.models > 1 else 0.0, finetuning_sd(readings[cell], s, single_seed_sd.get(task)))
+            spreads[cell] = replace(s, pretraining_sd=max(pooled, own))
     return Noise(spreads, dict(single_seed_sd), task_correlations(readings, pools))
+
+
+def finetuning_sd(reading: Reading, s: Spread, floor: Optional[float]) -> float:
+    """The sd one model's score has from its fine-tuning seeds alone (0 where unknown): the root mean
+    over the cell's models of each one's variance of its mean (sd²/n, or the one-seed ``floor``²), so
+    that k models' mean has the variance sum_i sd_i²/n_i / k² of its fine-tuning draws."""
+    models = (reading.extra or {}).get("models") or [{"std": s.sd, "n": s.n}]
+    variances = [m["std"] ** 2 / m["n"] if isinstance(m.get("n"), int) and m["n"] >= 2 and
+                 isinstance(m.get("std"), (int, float)) else floor ** 2 if floor is not None else None
+                 for m in models]
+    known = [v for v in variances if v is not None]
+    return math.sqrt(sum(known) / len(models)) if known else 0.0
 
 
 # A pooled correlation is kept from this many degrees of freedom (sum over rows of models - 1) on:

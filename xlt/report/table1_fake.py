@@ -74,7 +74,7 @@ def pretraining_transfers(english: Values) -> Callable[..., Verdict]:
                 relative = f"no relative transfer: {reason}"
             over = {ref: estimate(values, noise, {("default", task, FAKE): 1.0, (ref, task, FAKE): -1.0})
                     for ref in (CONTROL, BASELINES)}
-            noises = "; ".join(f"over {REFERENCE[ref]}: {e.beside(f'{e.value:+.1f}')}" for ref, e in over.items()
+            noises = "; ".join(f"over {REFERENCE[ref]}: {e.beside()}" for ref, e in over.items()
                                if not e.exact)
             parts += [(f"{task} over {ref}", judge_tied(e, TIE)) for ref, e in over.items()]
             texts.append(f"{task}: Default {default:.1f}, No pretraining {control:.1f}, best trivial baseline "
@@ -100,7 +100,7 @@ def separation_hurts(values: Values, noise: Optional[Noise] = None) -> Verdict:
             usable.skipped.append(f"left out: no {task} score for {', '.join(unmeasured)}")
         # the claim is row < Default: judged on Default - row > 0
         parts += [(f"{task} {row}", judge(replace(e, value=-e.value))) for row, e in below.items()]
-        texts.append(f"{task}: " + ", ".join(e.after(f"{row} {e.value:+.1f}") for row, e in below.items()))
+        texts.append(f"{task}: " + ", ".join(e.after(f"{row} ") for row, e in below.items()))
     usable.require(texts)
     return settle(parts, usable.detail("each row - Default: " + "; ".join(texts)))
 

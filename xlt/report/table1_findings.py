@@ -15,6 +15,7 @@ margin and the noise in its text.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Callable, Optional, Sequence
@@ -49,6 +50,7 @@ class EnglishScores:
 # Each rule takes ``noise`` (the seeds' spreads, :mod:`xlt.report.noise`; None: exact numbers, the
 # paper's) and decides a comparison only where it stands clear of that noise.
 def no_anchors_close(values: Values, noise: Optional[Noise] = None) -> Verdict:
+    """No anchors within FEW_POINTS of Default, on either side: a gap of +15 is no "stays close"."""
     usable = transfers(values)
     gaps: dict[str, Estimate] = {}
     for task in usable.tasks():
@@ -56,9 +58,17 @@ def no_anchors_close(values: Values, noise: Optional[Noise] = None) -> Verdict:
             continue
         gaps[task] = estimate(values, noise, row_terms(task, langs, (1, "no-anchors"), (-1, "default")))
     usable.require(gaps)
-    detail = ", ".join(g.after(f"{t} {g.value:+.1f}") for t, g in gaps.items())
-    return settle([(t, judge(g, -FEW_POINTS, strict=False)) for t, g in gaps.items()],
+    detail = ", ".join(g.after(f"{t} ", threshold=math.copysign(FEW_POINTS, g.value)) for t, g in gaps.items())
+    return settle([(t, within(g, FEW_POINTS)) for t, g in gaps.items()],
                   usable.detail(f"No anchors - Default: {detail}"))
+
+
+def within(gap: Estimate, bound: float) -> Optional[bool]:
+    """Whether ``gap`` lies within ``bound`` of zero beyond the noise on both sides (True), beyond it
+    outside on one side (False), or either way within the noise (None)."""
+    above = judge(gap, -bound, strict=False)                          # gap >= -bound
+    below = judge(replace(gap, value=-gap.value), -bound, strict=False)   # gap <= +bound
+    return False if False in (above, below) else True if above and below else None
 
 
 def half_lost(values: Values, noise: Optional[Noise], task: str, langs: list[str], floor: Floor,
@@ -77,8 +87,8 @@ def half_lost(values: Values, noise: Optional[Noise], task: str, langs: list[str
 
 
 def lost_detail(lost: dict[str, tuple[float, Estimate]]) -> str:
-    return ", ".join(e.after(f"{t} {figure(100 * f, 50, 0, '')}%") if e.exact else
-                     f"{t} {figure(100 * f, 50, 0, '')}% (lost - half the margin: {e.beside(f'{e.value:+.1f}')})"
+    return ", ".join(f"{t} {figure(100 * f, 50, 0, '')}%" if e.exact else
+                     f"{t} {figure(100 * f, 50, 0, '')}% (lost - half the margin: {e.beside()})"
                      for t, (f, e) in lost.items())
 
 
@@ -86,13 +96,8 @@ def sep_emb_l16_collapses(values: Values, floor: Floor = BY_CHANCE, noise: Optio
     usable = transfers(values, floor=floor)
     lost = {}
     for task in usable.tasks():
-        if (langs := usable.common(values, task, "default", "sep-emb+l1-6", *floor.rows())) is None:
-            continue
         # the task transfers over all of Default's languages; the share is over these only
-        margin = task_mean(values, "default", task, langs) - floor.value(values, task, langs)
-        if margin < MIN_MARGIN:
-            usable.skipped.append(f"left out: Default less than {MIN_MARGIN:g} points above {floor.name} on "
-                                  f"{task} over {', '.join(langs)} ({margin:+.1f}), the languages Sep Emb + L1-6 has")
+        if (langs := usable.common(values, task, "default", "sep-emb+l1-6", *floor.rows())) is None:
             continue
         lost[task] = half_lost(values, noise, task, langs, floor)
     usable.require(lost)
@@ -117,6 +122,8 @@ def sep_emb_l16_collapses_vs_control(values: Values, noise: Optional[Noise] = No
         raise Inconclusive(f"no language has scores for all of {', '.join(rows)} on any task")
     usable = usable_tasks({task: task_mean(values, "default", task, langs) - task_mean(values, CONTROL, task, langs)
                            for task, langs in common_langs.items()}, "No pretraining", missing=missing)
+    for task in usable.margins:
+        usable.name_left_out(values, task, common_langs[task], rows)
     control = Floor("No pretraining", CONTROL)
     lost = {task: half_lost(values, noise, task, common_langs[task], control) for task in usable.margins}
     return settle([(t, judge(e, strict=False)) for t, (_, e) in lost.items()],
@@ -157,7 +164,7 @@ def deeper_separation_hurts(values: Values, floor: Floor = BY_CHANCE, noise: Opt
             # the signs as the means stand, so a chain that does not decrease does not read as if it did
             text = scores[0] + "".join(f" {'>' if x > y else '<='} {score}"
                                        for x, y, score in zip(means, means[1:], scores[1:]))
-            text += "".join(f" ({a} - {b}: {e.beside(f'{e.value:+.1f}')})"
+            text += "".join(f" ({a} - {b}: {e.beside()})"
                             for a, b, e in zip(chain, chain[1:], steps) if not e.exact)
             compared.append(f"{task}: {text}")
             decided = [judge(e) for e in steps]
@@ -196,17 +203,18 @@ def extra_anchors_help(values: Values, base: str = "default-anchors", floor: Flo
     usable.require(diffs)
     each = {t: estimate(values, noise, d) for t, d in diffs.items()}
     gain = estimate(values, noise, add(*({c: w / len(diffs) for c, w in d.items()} for d in diffs.values())))
-    listed = ", ".join(e.after(f"{t} {e.value:+.1f}") for t, e in each.items())
+    listed = ", ".join(e.after(f"{t} ") for t, e in each.items())
     return settle([("the mean over tasks", judge(gain))],
                   usable.detail(f"Extra anchors - {base.replace('-', ' ').capitalize()}, mean over tasks: "
-                                f"{gain.after(f'{gain.value:+.2f}')} ({listed})"))
+                                f"{gain.after('', digits=2)} ({listed})"))
 
 
 def domain_hurts_ner_most(values: Values, noise: Optional[Noise] = None) -> Verdict:
-    transfers(values, needs_all=True)
+    usable = transfers(values, needs_all=True)
     drops = {}
     for task, _ in TASKS:
-        langs = common(values, task, "default", "wiki-cc")
+        if (langs := usable.common(values, task, "default", "wiki-cc")) is None:
+            raise Inconclusive(usable.detail(f"no {task} comparison"))
         drops[task] = row_terms(task, langs, (1, "default"), (-1, "wiki-cc"))
     detail = ", ".join(f"{t} {estimate(values, None, d).value:+.1f}" for t, d in drops.items())
     parts = []
@@ -214,8 +222,8 @@ def domain_hurts_ner_most(values: Values, noise: Optional[Noise] = None) -> Verd
         e = estimate(values, noise, add(drops["ner"], {c: -w for c, w in drops[other].items()}))
         parts.append((f"ner - {other}", judge(e)))
         if not e.exact:
-            detail += f"; ner's drop - {other}'s: {e.beside(f'{e.value:+.1f}')}"
-    return settle(parts, f"Default - Wiki-CC: {detail}")
+            detail += f"; ner's drop - {other}'s: {e.beside()}"
+    return settle(parts, usable.detail(f"Default - Wiki-CC: {detail}"))
 
 
 # (claim, rule, the rows whose cells it reads besides Default)
@@ -242,7 +250,7 @@ def pretraining_helps(task: str, noise: Optional[Noise] = None) -> Callable[[Val
         d = estimate(values, noise, row_terms(task, langs, (1, "default"), (-1, CONTROL)))
         default, control = task_mean(values, "default", task, langs), task_mean(values, CONTROL, task, langs)
         return decide_unless_tied(d, f"Default {default:.1f}, No pretraining {control:.1f} "
-                                     f"({d.beside(f'{d.value:+.1f}')}){only(values, task, langs)}")
+                                     f"({d.beside()}){only(values, task, langs)}")
     return rule
 
 
@@ -254,7 +262,7 @@ def beats_baseline_on_english(task: str) -> Callable[[EnglishScores], Verdict]:
         tuned, floor = task_mean(values, "default", task, langs), task_mean(values, BASELINES, task, langs)
         names = ", ".join(english.baselines.get(task, [])) or "?"
         return decide_unless_tied(d, f"Default {tuned:.1f}, best trivial baseline {floor:.1f} ({names}; "
-                                     f"{d.beside(f'{d.value:+.1f}')}) on the English test set of the "
+                                     f"{d.beside()}) on the English test set of the "
                                      f"{', '.join(f'en-{l}' for l in langs)} model(s)")
     return rule
 

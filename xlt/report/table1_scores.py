@@ -57,64 +57,14 @@ def common(values: Values, task: str, *rows: str) -> list[str]:
     return langs
 
 
+def languages(values: Values, task: str) -> list[str]:
+    """Every language of the table on ``task`` (with a score or a gap)."""
+    return sorted({l for row in values.values() for l in row.get(task, {})})
+
+
 def only(values: Values, task: str, langs: list[str]) -> str:
     """' (over fr, zh only)' when a comparison leaves some of the table's languages out."""
-    every = {l for row in values.values() for l in row.get(task, {})}
-    return f" (over {', '.join(langs)} only: the other cells are missing)" if len(langs) < len(every) else ""
-
-
-@dataclass
-class Usable:
-    """The tasks on which Default transfers (margin over a reference), and notes on those left out:
-    Default near the reference, or a task some compared row has no score on (not run)."""
-
-    margins: dict[str, float]
-    skipped: list[str] = field(default_factory=list)
-
-    def tasks(self) -> list[str]:
-        return list(self.margins)
-
-    def common(self, values: Values, task: str, *rows: str) -> Optional[list[str]]:
-        """:func:`common`, or None with a note when no language has all of ``rows`` on ``task``."""
-        try:
-            return common(values, task, *rows)
-        except Inconclusive as reason:
-            self.skipped.append(f"left out: {reason}")
-            return None
-
-    def require(self, compared: Sequence[Any]) -> None:
-        """Inconclusive when a rule found nothing to compare on any usable task."""
-        if not compared:
-            raise Inconclusive("; ".join(self.skipped) or "nothing to compare")
-
-    def detail(self, text: str) -> str:
-        return text + (f" ({'; '.join(self.skipped)})" if self.skipped else "")
-
-
-def figure(x: float, threshold: float, digits: int = 1, sign: str = "+") -> str:
-    """``x`` with ``digits`` decimals, or more (up to 3) where that would print it as the
-    ``threshold`` it was judged against from one side (4.96 "below 5" is not "+5.0")."""
-    while digits < 3 and round(x, digits) == threshold != x:
-        digits += 1
-    return f"{x:{sign}.{digits}f}"
-
-
-def usable_tasks(margins: dict[str, float], reference: str, needs_all: bool = False,
-                 missing: Sequence[str] = ()) -> Usable:
-    """The tasks where Default's margin over ``reference`` is at least MIN_MARGIN: on the others every
-    row is near the reference and differences are noise, so a claim is checked on the usable tasks
-    only (all of them with ``needs_all``); Inconclusive when none (or not all) are usable. ``missing``:
-    tasks without the scores for a margin (not run), left out with a note."""
-    weak = [f"{task} {figure(m, MIN_MARGIN)}" for task, m in margins.items() if m < MIN_MARGIN]
-    skipped = [f"left out: Default less than {MIN_MARGIN:g} points above {reference} on {', '.join(weak)}"] if weak else []
-    skipped += [f"left out: no {', '.join(missing)} results"] if missing else []
-    usable = {task: m for task, m in margins.items() if m >= MIN_MARGIN}
-    if needs_all and missing:
-        raise Inconclusive(f"no {', '.join(missing)} results")
-    if not usable or (needs_all and weak):
-        raise Inconclusive(f"Default is less than {MIN_MARGIN:g} points above {reference} ({', '.join(weak)}), so "
-                           "differences between rows are noise" + (f" ({skipped[-1]})" if missing else ""))
-    return Usable(usable, skipped)
+    return f" (over {', '.join(langs)} only: the other cells are missing)" if len(langs) < len(languages(values, task)) else ""
 
 
 @dataclass(frozen=True)
@@ -136,6 +86,83 @@ class Floor:
 BY_CHANCE = Floor("chance")
 
 
+@dataclass
+class Usable:
+    """The tasks on which Default transfers (margin over the floor), and notes on those left out:
+    Default near the floor, or a task some compared row has no score on (not run)."""
+
+    margins: dict[str, float]
+    skipped: list[str] = field(default_factory=list)
+    floor: Floor = BY_CHANCE
+
+    def tasks(self) -> list[str]:
+        return list(self.margins)
+
+    def common(self, values: Values, task: str, *rows: str) -> Optional[list[str]]:
+        """:func:`common` of ``rows``, where Default transfers over those languages too; None, with a
+        note, otherwise. A task is usable over all of Default's languages, and a comparison over fewer
+        (a row without the language where Default transfers) is noise on the rest. The languages a
+        comparison leaves out are named."""
+        try:
+            langs = common(values, task, *rows)
+            gate = [lang for lang in langs if lang in common(values, task, "default", *self.floor.rows())]
+        except Inconclusive as reason:
+            self.skipped.append(f"left out: {reason}")
+            return None
+        margin = (task_mean(values, "default", task, gate) - self.floor.value(values, task, gate)) if gate else None
+        if margin is None or margin < MIN_MARGIN:
+            why = (f"no Default score beside {self.floor.name}" if margin is None else
+                   f"Default less than {MIN_MARGIN:g} points above {self.floor.name}")
+            self.skipped.append(f"left out: {why} on {task} over {', '.join(langs)}"
+                                + ("" if margin is None else f" ({figure(margin, MIN_MARGIN)})")
+                                + f", the languages {', '.join(rows)} have")
+            return None
+        self.name_left_out(values, task, langs, rows)
+        return langs
+
+    def name_left_out(self, values: Values, task: str, langs: Sequence[str], rows: Sequence[str]) -> None:
+        """Note the table's languages that a comparison of ``rows`` over ``langs`` leaves out."""
+        if len(langs) < len(every := languages(values, task)):
+            note = (f"{task} over {', '.join(langs)} only ({', '.join(sorted(set(every) - set(langs)))}: a cell of "
+                    f"{', '.join(rows)} missing or left out)")
+            self.skipped += [note] if note not in self.skipped else []
+
+    def require(self, compared: Sequence[Any]) -> None:
+        """Inconclusive when a rule found nothing to compare on any usable task."""
+        if not compared:
+            raise Inconclusive("; ".join(self.skipped) or "nothing to compare")
+
+    def detail(self, text: str) -> str:
+        return text + (f" ({'; '.join(self.skipped)})" if self.skipped else "")
+
+
+def figure(x: float, threshold: float, digits: int = 1, sign: str = "+") -> str:
+    """``x`` with ``digits`` decimals, or more (up to 3) where that would print it as the
+    ``threshold`` it was judged against from one side (4.96 "below 5" is not "+5.0")."""
+    while digits < 3 and round(x, digits) == threshold != x:
+        digits += 1
+    return f"{x:{sign}.{digits}f}"
+
+
+def usable_tasks(margins: dict[str, float], reference: str, needs_all: bool = False,
+                 missing: Sequence[str] = (), floor: Floor = BY_CHANCE) -> Usable:
+    """The tasks where Default's margin over ``reference`` is at least MIN_MARGIN: on the others every
+    row is near the reference and differences are noise, so a claim is checked on the usable tasks
+    only (all of them with ``needs_all``); Inconclusive when none (or not all) are usable. ``missing``:
+    tasks without the scores for a margin (not run), left out with a note."""
+    weak = [f"{task} {figure(m, MIN_MARGIN)}" for task, m in margins.items() if m < MIN_MARGIN]
+    skipped = [f"left out: Default less than {MIN_MARGIN:g} points above {reference} on {', '.join(weak)}"] if weak else []
+    skipped += [f"left out: no {', '.join(missing)} results"] if missing else []
+    usable = {task: m for task, m in margins.items() if m >= MIN_MARGIN}
+    if needs_all and missing:
+        raise Inconclusive(f"no {', '.join(missing)} results")
+    if not usable or (needs_all and weak):
+        raise Inconclusive(f"Default is less than {MIN_MARGIN:g} points above {reference} ({', '.join(weak)}), so "
+                           "differences between rows are noise" + (f" ({skipped[-1]})" if missing else ""))
+    return Usable(usable, skipped, floor)
+
+
+
 def transfers(values: Values, needs_all: bool = False, floor: Floor = BY_CHANCE) -> Usable:
     """The tasks where Default is at least MIN_MARGIN over the floor (see :func:`usable_tasks`); tasks
     without the scores for that margin are left out with a note."""
@@ -148,7 +175,7 @@ def transfers(values: Values, needs_all: bool = False, floor: Floor = BY_CHANCE)
             missing.append(task)
     if not margins:
         raise Inconclusive(f"default has no score on any task{' beside ' + floor.name if floor.row else ''}")
-    return usable_tasks(margins, floor.name, needs_all, missing)
+    return usable_tasks(margins, floor.name, needs_all, missing, floor)
 
 
 def row_terms(task: str, langs: list[str], *rows: tuple[float, str]) -> Terms:

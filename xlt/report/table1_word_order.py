@@ -65,7 +65,7 @@ def word_order_matters(english: Values, noise: Optional[Noise] = None) -> Callab
             parts.append((task, judge(lost)))
             texts.append(f"{task}: over the baseline {ordered.value:+.1f} in order, {permuted.value:+.1f} permuted "
                          f"(relative transfer {relative(values, FAKE, task)} vs {relative(values, PERMUTED, task)}); "
-                         + lost.after(f"lost {lost.value:+.1f}"))
+                         + lost.after("lost "))
         if not parts:
             raise Inconclusive("; ".join(skipped) or "no task to compare")
         return settle(parts, "; ".join(texts) + (f" (left out: {'; '.join(skipped)})" if skipped else ""))
