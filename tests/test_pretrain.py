@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import signal
 import subprocess
@@ -63,7 +64,7 @@ def test_the_unigram_floor_counts_the_store_a_chunk_at_a_time_as_a_textbook_coun
     counts[:len(SPECIALS)] = 0
     textbook = np.log((counts + 1) / (counts.sum() + V - len(SPECIALS)))
     monkeypatch.setattr(unigram, "COUNT_CHUNK", 7)   # many chunks, the last one short
-    assert np.array_equal(unigram.unigram_log_probs(store, V, limit=1000), textbook)
+    assert np.array_equal(unigram.unigram_log_probs(store.tokens, V, limit=1000), textbook)
 
 
 def test_run_directory_describes_itself(inputs, tmp_path):
@@ -82,7 +83,11 @@ def test_run_directory_describes_itself(inputs, tmp_path):
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     train = [r for r in records if "loss" in r]
     assert [r["step"] for r in train] == [2, 4, 6, 8, 10]
-    assert all(r["tokens_per_s"] > 0 and r["lr"] > 0 and r["lang"] in ("en", "fr") for r in train)
+    assert all(r["tokens_per_s"] > 0 and r["lang"] in ("en", "fr") for r in train)
+    # each record's rate is the one its step trained with: step s follows s - 1 scheduler steps
+    # (--warmup-steps 5 --lr 1e-3: a linear warm-up from 1e-7, then 1e-3 sqrt(5 / (s - 1)))
+    used = [1e-7 + (1e-3 - 1e-7) * (s - 1) / 5 if s - 1 < 5 else 1e-3 * math.sqrt(5 / (s - 1)) for s in (2, 4, 6, 8, 10)]
+    assert [r["lr"] for r in train] == pytest.approx(used, rel=1e-9)
     evals = [r for r in records if "valid_en_mlm_ppl" in r]
     assert [r["step"] for r in evals] == [5, 10] and all("valid_fr_mlm_ppl" in r for r in evals)
     # the unigram floor beside each dev perplexity: same targets and counts, so the same at every evaluation

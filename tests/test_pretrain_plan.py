@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import numpy as np
 import pytest
 import torch
 from conftest import assert_one_line_error, run_xlt
@@ -137,3 +138,33 @@ def test_planning_fails_before_the_run_directory_on_a_missing_store(inputs, tmp_
     res = run_xlt("pretrain", "--run-dir", tmp_path / "run", *args, *tiny_args(2), "--dry-run")
     assert res.returncode == 2 and "nowhere" in res.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_a_sentence_cut_larger_than_a_store_is_refused_by_the_plan_and_the_dry_run(inputs, tmp_path):
+    with pytest.raises(XltError, match="max_sentences must be between 1 and the 120 sentences of the 'en' store"):
+        resolve(config(inputs["root"], max_sentences=121))
+    assert resolve(config(inputs["root"], max_sentences=120)).sentences() == {"en": 120, "fr": 120}
+    res = run_xlt("pretrain", "--run-dir", tmp_path / "run", *inputs["args"], *tiny_args(2), "--dry-run",
+                  "--max-sentences", "1000")
+    assert_one_line_error(res, "max_sentences must be between 1 and the 120 sentences")
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_unigram_floor_is_counted_on_the_sentences_the_run_trains_on(inputs, tmp_path, monkeypatch):
+    from xlt.data.store import TokenStore
+    from xlt.pretrain import trainer as trainer_module
+
+    counted = {}
+    real = trainer_module.unigram_log_probs
+
+    def spy(tokens, vocab_size):
+        counted[len(counted)] = tokens.copy()
+        return real(tokens, vocab_size)
+
+    monkeypatch.setattr(trainer_module, "unigram_log_probs", spy)
+    (tmp_path / "run").mkdir()
+    Pretrainer(resolve(config(inputs["root"], max_sentences=30)), tmp_path / "run").evaluate()
+    for i, lang in enumerate(("en", "fr")):
+        store = TokenStore.open(inputs["root"] / f"{lang}.train")
+        # the first 30 sentences' ids, not the store's 120
+        assert np.array_equal(counted[i], store.tokens[:int(store.offsets[30])])

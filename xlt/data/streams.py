@@ -101,16 +101,21 @@ class FeistelPermutation:
         return y.astype(np.int64)
 
 
-def _stream_tokens(store: TokenSource, max_sentences: Optional[int]) -> np.ndarray:
-    """The store's tokens up to the ``max_sentences`` cut (a memmap view; nothing is read)."""
+def sentences_read(store: TokenSource, max_sentences: Optional[int]) -> int:
+    """How many of the store's sentences a stream cut at ``max_sentences`` reads (all of them for
+    None); an error for a cut the store cannot give (the plan checks it before a run starts)."""
     n_sentences = len(store.offsets) - 1
     if max_sentences is None:
-        max_sentences = n_sentences
-    elif max_sentences < 1 or max_sentences > n_sentences:
+        return n_sentences
+    if max_sentences < 1 or max_sentences > n_sentences:
         raise XltError(f"max_sentences must be between 1 and the {n_sentences} sentences of the "
                        f"{store.language!r} store, got {max_sentences}")
-    cut = int(store.offsets[max_sentences])
-    return store.tokens[:cut]
+    return max_sentences
+
+
+def _stream_tokens(store: TokenSource, max_sentences: Optional[int]) -> np.ndarray:
+    """The store's tokens up to the ``max_sentences`` cut (a memmap view; nothing is read)."""
+    return store.tokens[:int(store.offsets[sentences_read(store, max_sentences)])]
 
 
 def read_windows(tokens: np.ndarray, window_ids: np.ndarray, stream_len: int) -> torch.Tensor:

@@ -16,6 +16,7 @@ from typing import Any, Mapping
 
 from xlt.data.masking import MaskingConfig
 from xlt.data.store import StorePaths, TokenStore
+from xlt.data.streams import sentences_read
 from xlt.model.config import EncoderConfig, SharingSpec
 from xlt.pretrain.config import PretrainConfig
 from xlt.pretrain.snapshots import snapshot_due
@@ -97,7 +98,8 @@ def resolve(cfg: PretrainConfig) -> PretrainPlan:
                                  lang_embeddings=cfg.lang_embeddings, **dropout)
     masking = MaskingConfig(random_within_language=cfg.random_within_language).resolved(
         separate_embeddings=sharing.separate_embeddings, prefix_lang=vocab.prefix_lang)
-    counts = tuple(min(len(train_stores[l]), cfg.max_sentences or len(train_stores[l])) for l in languages)
+    # a cut larger than a store is refused here, where --dry-run sees it, not when the streams open
+    counts = tuple(sentences_read(train_stores[l], cfg.max_sentences) for l in languages)
     return PretrainPlan(config=cfg, languages=languages, vocab_size=len(vocab), vocab_sha256=vocab.sha256,
                         train_sentences=counts, model=model, masking=masking)
 

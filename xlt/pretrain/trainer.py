@@ -250,6 +250,7 @@ class Pretrainer:
                 langs = [self.sampler.next() for _ in range(cfg.langs_per_step)]
                 batches = [(self.masking(next(streams[lang]), lang, self.mask_generator), lang) for lang in langs]
                 wait_since += time.perf_counter() - t0
+                lr = self.scheduler.get_last_lr()[0]   # the rate this step trains with (it steps the scheduler)
                 loss, stopping = self._train_step(batches, stop.is_set())
                 self.step += 1
                 tokens_since += sum(m.input_ids.numel() for m, _ in batches) * self.d.world_size
@@ -259,7 +260,7 @@ class Pretrainer:
                     elapsed = time.perf_counter() - t_since
                     record = {"step": self.step, "lang": "+".join(langs), "loss": round(loss, 6),
                               "ppl": round(math.exp(min(loss, 50.0)), 4),
-                              "lr": self.scheduler.get_last_lr()[0], "tokens_per_s": round(tokens_since / elapsed, 1),
+                              "lr": lr, "tokens_per_s": round(tokens_since / elapsed, 1),
                               "data_wait_s": round(wait_since, 4)}
                     bar.update(status=f"loss {loss:.3f}  {record['tokens_per_s']:,.0f} tok/s")
                     if self.d.is_main:
@@ -323,7 +324,7 @@ class Pretrainer:
         for lang, store in self.dev_stores.items():
             gen = torch.Generator().manual_seed(EVAL_MASK_SEED)
             total, count, unigram_total = 0.0, 0, 0.0
-            log_p = None if lang in self.unigram_ppl else unigram_log_probs(self.train_stores[lang], len(self.vocab))
+            log_p = None if lang in self.unigram_ppl else unigram_log_probs(self.streams[lang].tokens, len(self.vocab))
             for i, windows in enumerate(iterate_eval(store, self.cfg.stream_len, self.cfg.batch_size)):
                 if self.cfg.eval_batches is not None and i >= self.cfg.eval_batches:
                     break

@@ -10,20 +10,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from xlt.data.store import TokenStore
 from xlt.text.vocab import SPECIALS
 
 COUNT_TOKENS = 50_000_000  # a prefix of the training store: a stable estimate, counted in about a second
 COUNT_CHUNK = 1 << 22
 
 
-def unigram_log_probs(store: TokenStore, vocab_size: int, limit: int = COUNT_TOKENS) -> np.ndarray:
-    """log p(token) under add-one frequencies of the store's first ``limit`` ids. float64 [vocab_size]
+def unigram_log_probs(train_tokens: np.ndarray, vocab_size: int, limit: int = COUNT_TOKENS) -> np.ndarray:
+    """log p(token) under add-one frequencies of the first ``limit`` of ``train_tokens``, the ids the
+    run trains on (a stream's ``tokens``: the store up to its --max-sentences cut, not the whole
+    store, so a data-size ablation's floor is a unigram model of its own data). float64 [vocab_size]
 
     Specials (separators, ``<mask>``) are not counted and the smoothing mass is spread over the
     ordinary tokens, as if specials were never targets (``<unk>`` can be one: it keeps its add-one).
     """
-    tokens = store.tokens[:limit]   # memory-mapped: counted a chunk at a time, never copied whole
+    tokens = train_tokens[:limit]   # memory-mapped: counted a chunk at a time, never copied whole
     counts = np.zeros(vocab_size, dtype=np.int64)
     for start in range(0, len(tokens), COUNT_CHUNK):
         chunk = np.bincount(tokens[start:start + COUNT_CHUNK], minlength=vocab_size)
