@@ -23,7 +23,8 @@ from finetune_toy import build_toy_world
 from pretrain_fixtures import build_inputs, tiny_args
 
 from xlt.utils.errors import XltError
-from xlt.utils.outputs import atomic_path, make_directory
+from xlt.text.fastbpe import find_fast_tool
+from xlt.utils.outputs import atomic_path, make_directory, special_file
 from xlt.utils.rundir import exclusive_lock
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -258,6 +259,28 @@ def test_an_output_that_is_a_pipe_or_a_device_is_written_in_place_not_replaced(t
     assert reader.communicate(timeout=60)[0] == b"Hello , world .\n"
     assert fifo.is_fifo() and tmp_names(tmp_path) == []
     # (not tried on /dev/full itself: a regression would replace the machine's device, run as root)
+
+
+def test_bpe_apply_through_fastbpe_writes_a_pipe_given_as_its_output(tmp_path):
+    # `fast applybpe` truncates its output file, which a pipe or /dev/null refuses: it writes a temporary
+    (tmp_path / "in.tok").write_text("hello world\nthe cat sat\n")
+    run_xlt("bpe", "learn", "--merges", "5", "-o", tmp_path / "codes", tmp_path / "in.tok", check=True)
+    expected = run_xlt("bpe", "apply", "--codes", tmp_path / "codes", tmp_path / "in.tok", check=True).stdout
+    assert find_fast_tool() is not None     # the plain-file path under test (make install builds it)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE)
+    res = run_xlt("bpe", "apply", "--codes", tmp_path / "codes", tmp_path / "in.tok", "-o", fifo)
+    assert res.returncode == 0, res.stderr
+    assert reader.communicate(timeout=60)[0].decode() == expected and "@@" in expected
+    assert fifo.is_fifo() and tmp_names(tmp_path) == []
+
+
+def test_a_path_under_dev_is_written_in_place_even_when_it_links_to_a_regular_file():
+    # pytest captures fd 1 into a regular file: /dev/stdout links to it, and a rename over the link
+    # would replace the system's /dev/stdout (run as root)
+    assert os.path.isfile("/dev/stdout") and special_file("/dev/stdout")
+    assert not special_file("/dev/no-such-device")
 
 
 @pytest.mark.parametrize("args", [["tokenize", "--lang", "en", "IN"], ["bpe", "learn", "--merges", "5", "IN"],

@@ -120,7 +120,8 @@ def compare(model_a, lang_a, text_a, reps_a, model_b, lang_b, text_b, reps_b, ra
     """CKA per layer between two sides holding the same parallel sentences.
 
     \b
-    Example (one model, two languages):
+    Example (one model, two languages; -o's folder must exist):
+      mkdir -p cka
       xlt cka compare --model-a runs/en-fr --lang-a en --text-a en.txt \\
           --lang-b fr --text-b fr.txt --label en-fr --column Bilingual --matrix -o cka/en-fr.bi
     \b

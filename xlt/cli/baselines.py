@@ -31,7 +31,8 @@ def baselines(task: str, train: tuple[str, str], eval_: tuple[tuple[str, str], .
     See docs/baselines.md.
 
     \b
-    Example (parsing, English source, English and French test sets):
+    Example (parsing, English source, English and French test sets; -o's folder must exist):
+      mkdir -p baselines/en-fr
       xlt baselines parse --train en data/ud/en_ewt/en_ewt-ud-train.conllu \\
           --eval en data/ud/en_ewt/en_ewt-ud-test.conllu \\
           --eval fr data/ud/fr_gsd/fr_gsd-ud-test.conllu -o baselines/en-fr/parse.json

@@ -81,7 +81,7 @@ def finetune(task: str, config_file: str | None, targets, eval_, task_settings, 
     seeds. Exit status: 0 all done, 1 a run failed, 2 bad input, 75 runs busy elsewhere.
 
     \b
-    Example (the paper's XNLI grid, en -> fr, data under data/, three seeds):
+    Example (the paper's XNLI grid, en -> fr, data laid out under XLT_DATA by xlt data fetch, three seeds):
       xlt finetune xnli --model runs/en-fr.default -o results/xnli.en-fr \\
           --target fr --seeds 12,156,78
     \b

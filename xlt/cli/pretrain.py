@@ -32,8 +32,8 @@ def pretrain(run_dir: str, dry_run: bool, **values) -> None:
       xlt pretrain --run-dir runs/en-fr.sep-l1-3 --vocab vocab --sharing sep-l1-3 \\
           --train en data/en.train --train fr data/fr.train \\
           --dev en data/en.dev --dev fr data/fr.dev --equal-copies-init \\
-          --preset mini --dropout 0 --short-stream-len 8 --short-stream-steps 2500 \\
-          --max-steps 7500 --warmup-steps 500 --lr 3e-3
+          --preset mini --batch-size 16 --stream-len 64 --dropout 0 --short-stream-len 8 \\
+          --short-stream-steps 2500 --max-steps 7500 --warmup-steps 500 --lr 3e-3
     \b
     Example (8 GPUs on one node, the paper's model):
       torchrun --nproc_per_node 8 -m xlt pretrain --run-dir runs/en-fr --preset wu2020 \\

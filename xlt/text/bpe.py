@@ -37,7 +37,7 @@ from xlt.text.tokenize import check_language
 from xlt.text.vocab import SIDECAR_SUFFIX, Vocabulary
 from xlt.utils import log
 from xlt.utils.errors import PathLike, XltError, require_file
-from xlt.utils.outputs import atomic_output, atomic_path
+from xlt.utils.outputs import atomic_output, atomic_path, special_file
 from xlt.utils.textio import read_lines
 
 WORD_CACHE_LIMIT = 200_000     # distinct words remembered by BPE.apply (bounded memory)
@@ -243,17 +243,18 @@ def _is_plain_file(path: str) -> bool:
 
 @contextlib.contextmanager
 def _output_path(output: Optional[PathLike]) -> Iterator[str]:
-    """A path for a tool to write: renamed to ``output`` on success, or copied to stdout."""
-    if output is not None and os.fspath(output) != "-":
+    """A path for a tool to write: renamed to ``output`` on success, or copied to stdout or to a
+    device or pipe given as ``output`` (fastBPE truncates its output file, which /dev/null refuses)."""
+    to_stdout = output is None or os.fspath(output) == "-"
+    if not to_stdout and not special_file(os.fspath(output)):
         with atomic_path(output) as tmp:
             yield tmp
         return
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = os.path.join(tmp_dir, "bpe")
         yield tmp
-        with open(tmp, "rb") as f:
-            shutil.copyfileobj(f, sys.stdout.buffer)
-        sys.stdout.buffer.flush()
+        with open(tmp, "rb") as f, atomic_output(output, "wb") as out:
+            shutil.copyfileobj(f, out)
 
 
 def apply(codes: PathLike, input: PathLike = "-", output: Optional[PathLike] = None,

@@ -137,8 +137,12 @@ def directory_for_outputs(path: PathLike) -> Iterator[str]:
         raise
 
 
-def _special_file(path: str) -> bool:
-    """Whether ``path`` exists and is neither a regular file nor a directory (a device, a FIFO)."""
+def special_file(path: str) -> bool:
+    """Whether ``path`` exists and is neither a regular file nor a directory (a device, a FIFO), or
+    names one under /dev (``/dev/stdout`` redirected to a file is a link to that file: renaming over
+    it would replace the system's link)."""
+    if os.path.abspath(path).startswith("/dev/") and os.path.exists(path):
+        return True
     try:
         mode = os.stat(path).st_mode
     except OSError:
@@ -155,7 +159,7 @@ def atomic_path(path: PathLike) -> Iterator[str]:
     a temporary that cannot be created, or a full disk, is :func:`cannot_write`'s error.
     """
     path = os.fspath(path)
-    if _special_file(path):
+    if special_file(path):
         # a device or a pipe (`-o /dev/null`, a FIFO) has no content to keep: written in place, since
         # renaming over it would replace the node itself (run as root: /dev/null for the whole system)
         try:
