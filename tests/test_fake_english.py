@@ -80,6 +80,14 @@ def test_task_files_keep_their_labels(tmp_path):
     original, twin = read_tagged(str(wikiann)), read_tagged(str(tmp_path / "ner.fake"))
     assert [s.tags for s in twin] == [s.tags for s in original]
     assert [[to_english(w) for w in s.words] for s in twin] == [s.words for s in original]
+    # a file without WikiANN's prefixes keeps its words whole, as NER's reader reads them (a word that
+    # happens to start with "ftp:" or "de:" is a word): the twin's words are still the English ones
+    plain = tmp_path / "plain-ner"
+    plain.write_text("Visit\tO\nftp:archive\tO\nor\tO\nde:Berlin\tB-LOC\n\nen:Paris\tB-LOC\n")
+    run_xlt("fake-english", "--format", "wikiann", plain, "-o", tmp_path / "plain.fake", check=True)
+    original, twin = read_tagged(str(plain)), read_tagged(str(tmp_path / "plain.fake"))
+    assert original[0].words == ["Visit", "ftp:archive", "or", "de:Berlin"]
+    assert [[to_english(w) for w in s.words] for s in twin] == [s.words for s in original]
 
     ud = tmp_path / "ud.conllu"
     ud.write_text("# sent_id = 1\n# text = Dogs bark.\n"
@@ -122,6 +130,11 @@ def test_bad_input_gives_one_line_with_the_file_and_line(tmp_path):
         assert_one_line_error(run_xlt("fake-english", "--format", "wikiann", bad, "-o", out), f"{bad}:2: {what}")
         assert_one_line_error(run_xlt("permute-words", "--format", "wikiann", bad, "-o", out), f"{bad}:2: {what}")
         assert not out.exists()
+    # a prefixed file's word without the prefix: NER's reader refuses it, so the twin refuses it too
+    bad.write_text("en:John\tB-PER\nen:runs\tO\n\nParis\tB-LOC\n")
+    assert_one_line_error(run_xlt("fake-english", "--format", "wikiann", bad, "-o", out),
+                          f"{bad}:4: expected a 'en:'-prefixed word")
+    assert not out.exists()
     beyond = tmp_path / "beyond.txt"
     beyond.write_text("ok\nemoji \U0001F600\n")
     assert_one_line_error(run_xlt("fake-english", beyond, "-o", out), f"{beyond}:2:")

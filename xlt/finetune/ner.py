@@ -29,12 +29,11 @@ from xlt.finetune.metrics import F1_MODES, postprocess_tags, span_f1, tag_type
 from xlt.finetune.predictions import write_tagged
 from xlt.finetune.task import TAGGING_RECIPE, Batch, DataLayout, LinearHead, Task
 from xlt.text.pipeline import TextPipeline
-from xlt.text.tagged_lines import check_tag
+from xlt.text.tagged_lines import check_tag, language_prefix
 from xlt.utils.errors import XltError
 from xlt.utils.textio import read_numbered_lines
 
 COMMENT = re.compile(r"#\s*([\w.\- ]+=|newdoc\b|newpar\b)")   # CoNLL-U comments: "# key = value", "# newdoc"
-LANG_PREFIX = re.compile(r"([a-z]{2,3}):.")                  # WikiANN: "en:Paris"
 WINDOW_OWNERS = ("center", "first")
 POSTPROCESSING = ("paper", "none")
 
@@ -91,8 +90,7 @@ class _Layout:
             raise XltError("expected at least two columns (word and tag)", path, line)
         self.numbered = self.columns >= 3 and _numbered(rows)
         self.word, self.tag = (1, 2) if self.numbered else (0, self.columns - 1)
-        prefixes = {m.group(1) if m else None for m in (LANG_PREFIX.match(r[self.word]) for r in rows)}
-        self.prefix = f"{prefixes.pop()}:" if len(prefixes) == 1 and None not in prefixes else None
+        self.prefix = language_prefix(r[self.word] for r in rows)
 
     def parse(self, rows: list[list[str]], path: str, line: int) -> tuple[list[str], list[str]]:
         for offset, row in enumerate(rows):

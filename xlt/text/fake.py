@@ -18,11 +18,12 @@ so a Fake-English file reaches the model as the same tokens as its English twin,
 
 from __future__ import annotations
 
+import itertools
 import re
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Optional
 
 from xlt.text.conllu_lines import sentence_blocks, word_lines
-from xlt.text.tagged_lines import checked_tagged_lines
+from xlt.text.tagged_lines import checked_tagged_lines, language_prefix
 from xlt.text.nli_lines import nli_columns
 from xlt.utils.errors import PathLike, XltError
 from xlt.utils.outputs import atomic_output
@@ -65,13 +66,34 @@ def _xnli_line(line: str) -> str:
     return "\t".join([to_fake(premise), to_fake(hypothesis), label])
 
 
-def _tagged_line(line: str) -> str:
-    """word<TAB>tag (WikiANN's ``en:word`` loses its language prefix: the readers take bare words)."""
+def _tagged_line(line: str, prefix: Optional[str] = None) -> str:
+    """word<TAB>tag; a WikiANN file's language ``prefix`` (``en:``) is dropped: the readers take bare
+    words, and a twin's word must be the one the English file's reader reads."""
     if not line.strip():
         return ""
     columns = line.split("\t")    # checked_tagged_lines: two columns or more
-    word = columns[0].split(":", 1)[1] if re.match(r"[a-z]{2,3}:.", columns[0]) else columns[0]
+    word = columns[0]
+    if prefix is not None:
+        if not word.startswith(prefix):
+            raise XltError(f"expected a {prefix!r}-prefixed word (WikiANN layout, as in the file's first sentence)")
+        word = word[len(prefix):]
     return "\t".join([to_fake(word), *columns[1:]])
+
+
+def _tagged_lines(numbered: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str]]:
+    """(line number, Fake-English line) of a tagged file, its prefix decided on its first sentence as
+    ``xlt finetune ner``'s reader decides it."""
+    lines, first = iter(numbered), []
+    for lineno, line in lines:
+        first.append((lineno, line))
+        if not line.strip() and any(text.strip() for _, text in first):
+            break
+    prefix = language_prefix(text.split("\t")[0] for _, text in first if text.strip())
+    for lineno, line in itertools.chain(first, lines):
+        try:
+            yield lineno, _tagged_line(line, prefix)
+        except XltError as error:
+            raise XltError(error.message, line=lineno) from None
 
 
 def _conllu_line(line: str) -> str:
@@ -118,7 +140,12 @@ def fake_lines(numbered: Iterable[tuple[int, str]], fmt: str, path: PathLike) ->
     convert = FORMATS[fmt]
     lineno = None
     try:
-        for lineno, line in LINE_CHECKS.get(fmt, iter)(numbered):
+        checked = LINE_CHECKS.get(fmt, iter)(numbered)
+        if fmt == "wikiann":   # its prefix is the file's, read off its first sentence
+            for lineno, line in _tagged_lines(checked):
+                yield line
+            return
+        for lineno, line in checked:
             yield convert(line)
     except XltError as error:   # a sentence's check names its line; a line's conversion is the current one
         raise XltError(error.message, path, error.line or lineno) from None

@@ -15,6 +15,14 @@ from xlt.utils.errors import PathLike, XltError
 
 Numbered = tuple[int, str]
 TAG = re.compile(r"O|[BI]-\S+")
+LANG_PREFIX = re.compile(r"([a-z]{2,3}):.")                  # WikiANN: "en:Paris"
+
+
+def language_prefix(words: Iterable[str]) -> Optional[str]:
+    """WikiANN's ``en:`` when every word of a file's first sentence has that one prefix, else None
+    (``ftp:archive`` in an unprefixed file is a word): the file's words are all read the same way."""
+    prefixes = {m.group(1) if m else None for m in (LANG_PREFIX.match(w) for w in words)}
+    return f"{prefixes.pop()}:" if len(prefixes) == 1 and None not in prefixes else None
 
 
 def check_tag(tag: str, path: Optional[PathLike] = None, lineno: Optional[int] = None) -> None:
