@@ -98,6 +98,8 @@ def _reps_header(prefix: str) -> tuple[str, dict]:
     prefix = prefix[:-4] if prefix.endswith(".npy") else prefix
     header_path = prefix + ".json"
     header = read_json(header_path, "extract header")
+    if missing := [key for key in ("level", "layers", "count") if key not in header]:
+        raise XltError(f"not an xlt extract header: no {', '.join(missing)}", header_path)
     if header.get("level") != "sentence":
         raise XltError(f"CKA compares sentence-level representations, this is {header.get('level')!r}", header_path)
     return prefix, header
@@ -111,7 +113,11 @@ def _load_reps(prefix: str, layers: Optional[list[int]], n: int) -> tuple[np.nda
     missing = [layer for layer in wanted if layer not in stored]
     if missing:
         raise XltError(f"layer {missing[0]} is not in this extraction (layers {stored})", prefix + ".json")
-    vectors = np.load(require_file(prefix + ".npy", "representations"), mmap_mode="r")
+    path = require_file(prefix + ".npy", "representations")
+    try:
+        vectors = np.load(path, mmap_mode="r", allow_pickle=False)
+    except ValueError as e:   # a file cut short (copied half-way): its header promises more than it holds
+        raise XltError(f"not a whole .npy array ({e})", path) from None
     return np.stack([vectors[stored.index(layer), :n] for layer in wanted]), wanted, header
 
 

@@ -92,6 +92,10 @@ def build_config(cls: type, values: dict[str, Any]):
         v = values[f.name]
         base, _ = _unwrap_optional(hints[f.name])
         if typing.get_origin(base) is dict:
+            keys = list(v) if isinstance(v, dict) else [key for key, _ in v or ()]
+            if twice := sorted({key for key in keys if keys.count(key) > 1}):
+                # `--train en A --train en B` would keep B alone without a word
+                raise XltError(f"--{f.name.replace('_', '-')} {twice[0]} given twice")
             v = dict(v)
         elif typing.get_origin(base) is list:
             v = list(v or ())

@@ -259,6 +259,12 @@ def _read_header(path: str) -> dict:
         raise XltError(f"corrupt token store header: missing {', '.join(missing)}", path)
     if header["dtype"] not in ("uint16", "uint32"):
         raise XltError(f"corrupt token store header: unknown dtype {header['dtype']!r}", path)
+    for key in ("n_sentences", "n_tokens"):
+        if isinstance(header[key], bool) or not isinstance(header[key], int) or header[key] < 0:
+            raise XltError(f"corrupt token store header: {key} {header[key]!r} is not a count", path)
+    for key in ("language", "vocab_sha256"):
+        if not isinstance(header[key], str):
+            raise XltError(f"corrupt token store header: {key} {header[key]!r} is not a string", path)
     return header
 
 

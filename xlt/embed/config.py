@@ -60,8 +60,10 @@ class EmbedConfig:
                 raise XltError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
         if self.workers < 0:
             raise XltError(f"--workers must be 0 (every core) or more, got {self.workers}")
-        if self.negative < 1 or self.sample < 0:
-            raise XltError("--negative must be at least 1 and --sample at least 0")
+        if self.negative < 1 or not self.sample >= 0:   # not >=: NaN too
+            raise XltError(f"--negative must be at least 1 and --sample at least 0, got {self.negative} and {self.sample}")
+        if not 0 <= self.seed < 2 ** 32:   # numpy's and gensim's range
+            raise XltError(f"--seed must be between 0 and 2^32 - 1, got {self.seed}")
         if self.x_max <= 0 or self.alpha <= 0 or self.learning_rate <= 0:
             raise XltError("--x-max, --alpha and --learning-rate must be positive")
         if self.method == "glove":

@@ -107,6 +107,8 @@ class _Layout:
                     raise XltError(f"expected a {self.prefix!r}-prefixed word (WikiANN layout, as in the file's "
                                    f"first sentence)", path, line + offset)
                 word = word[len(self.prefix):]
+            if not word.strip():   # the parse reader refuses an empty FORM alike
+                raise XltError("empty word", path, line + offset)
             check_tag(tag, path, line + offset)
             words.append(word)
             tags.append(sys.intern(tag))

@@ -23,6 +23,7 @@ import torch
 from xlt.data.masking import MaskTransform
 from xlt.data.sampling import LanguageSampler
 from xlt.data.streams import LanguageStream, iterate_eval
+from xlt.data.store import TokenStore
 from xlt.model.checkpoint_io import load_checkpoint, load_model_weights
 from xlt.model.encoder import start_copies_equal
 from xlt.model.heads import MaskedLM
@@ -43,6 +44,10 @@ from xlt.utils.rundir import MetricsLog, check_same_config, exclusive_lock
 from xlt.utils.seed import rng_state, seed_everything, set_rng_state
 
 EVAL_MASK_SEED = 12345  # dev perplexity always uses the same masks, whatever the training seed
+
+
+# what load_state_dict resumes from: the keys of state_dict
+RESUME_KEYS = ("model", "optimizer", "scheduler", "scaler", "sampler", "per_rank")
 
 
 class Pretrainer:
@@ -149,6 +154,10 @@ class Pretrainer:
                 "vocab_sha256": self.vocab.sha256}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        missing = [k for k in RESUME_KEYS if k not in state] if isinstance(state, dict) else list(RESUME_KEYS)
+        if missing:   # best.pt copied over it, a snapshot, another tool's file
+            raise XltError(f"not a run's last checkpoint (no {', '.join(missing)}): cannot resume from it",
+                           self._path("last.pt"))
         if len(state["per_rank"]) != self.d.world_size:
             raise XltError(f"checkpoint was written by {len(state['per_rank'])} processes, this run has "
                            f"{self.d.world_size}; resume with the same number", self._path("last.pt"))
@@ -248,7 +257,8 @@ class Pretrainer:
                 t0 = time.perf_counter()
                 streams = self.short_streams if self.step < cfg.short_stream_steps else self.streams
                 langs = [self.sampler.next() for _ in range(cfg.langs_per_step)]
-                batches = [(self.masking(next(streams[lang]), lang, self.mask_generator), lang) for lang in langs]
+                batches = [(self.masking(self._known_ids(next(streams[lang]), self.train_stores[lang]), lang,
+                                         self.mask_generator), lang) for lang in langs]
                 wait_since += time.perf_counter() - t0
                 lr = self.scheduler.get_last_lr()[0]   # the rate this step trains with (it steps the scheduler)
                 loss, stopping = self._train_step(batches, stop.is_set())
@@ -280,6 +290,14 @@ class Pretrainer:
                                      f"({self._path('last.pt')}); the same command resumes the run")
         distributed.barrier(self.d)
         return {"step": self.step, "best": self.best, "run_dir": self.run_dir}
+
+    def _known_ids(self, windows: torch.Tensor, store: TokenStore) -> torch.Tensor:
+        """``windows``, checked to hold ids of the vocabulary: a damaged ``.bin`` (its sizes right, its
+        ids not) would stop the embedding lookup with a traceback. A max over one batch on the CPU."""
+        if windows.numel() and (top := int(windows.max())) >= len(self.vocab):
+            raise XltError(f"token id {top} is beyond the vocabulary's {len(self.vocab)} entries: a damaged "
+                           "store (binarize the text again)", f"{store.prefix}.bin")
+        return windows
 
     def _train_step(self, batches: list, stop_requested: bool) -> tuple[float, bool]:
         """One optimizer step over ``batches`` (masked batch, its language) pairs, their gradients summed;
@@ -328,7 +346,7 @@ class Pretrainer:
             for i, windows in enumerate(iterate_eval(store, self.cfg.stream_len, self.cfg.batch_size)):
                 if self.cfg.eval_batches is not None and i >= self.cfg.eval_batches:
                     break
-                masked = self.masking(windows, lang, gen, eval_mode=True)
+                masked = self.masking(self._known_ids(windows, store), lang, gen, eval_mode=True)
                 n = masked.target_ids.numel()
                 if n == 0:
                     continue

@@ -83,6 +83,13 @@ def missing_reason(directory: str) -> Optional[str]:
 Loaded = tuple[Optional[dict], Optional[str]]   # what load_json returns
 
 
+def nested(data: dict, *keys: str) -> dict:
+    """``data[k1][k2]...``, or {} where a level is missing or not an object (a damaged file's)."""
+    for key in keys:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data if isinstance(data, dict) else {}
+
+
 def finite(x: Any) -> bool:
     """A real number (not a bool, NaN or infinity)."""
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
@@ -96,12 +103,14 @@ def finetune_score(path: str, lang: str, variant: str = "plain", split: str = "t
     data, gap = loaded or load_json(path, FINETUNE_FORMAT)
     if data is None:
         return Reading(gap=gap)
+    if not isinstance(data.get("targets", []), list) or not isinstance(data.get("summary") or {}, dict):
+        log.info(f"xlt report: {path}: its targets or summary are not a list and an object")
+        return Reading(gap=f"damaged result file {path}")
     if lang != data.get("source") and lang not in data.get("targets", []):
         return Reading(gap=f"{path} has no {lang} results (targets: {', '.join(data.get('targets', []))})")
-    summary = data.get("summary") or {}
     value = None
     for part in ("best_two", "selected"):
-        figure = (((summary.get(part) or {}).get("variants") or {}).get(variant) or {}).get(lang, {}).get(split, {})
+        figure = nested(data, "summary", part, "variants", variant, lang, split)
         if figure.get("mean") is not None:
             value, std, n = figure["mean"], figure.get("std"), figure.get("n")
             break
@@ -117,7 +126,7 @@ def finetune_score(path: str, lang: str, variant: str = "plain", split: str = "t
         total = sum(counts.values()) if counts else "?"
         note = f"incomplete grid: {counts.get('done', '?')} of {total} runs done"
     parameters = data.get("encoder_parameters")
-    return Reading(value=value, note=note, extra={"std": std, "n_seeds": n, "metric": summary.get("metric"),
+    return Reading(value=value, note=note, extra={"std": std, "n_seeds": n, "metric": nested(data, "summary").get("metric"),
                                                   "encoder_parameters": parameters if isinstance(parameters, dict) else {},
                                                   "model": data.get("model")})
 
@@ -145,7 +154,7 @@ def shift_alphas(path: str, lang: str) -> Reading:
     data, gap = load_json(path, FINETUNE_FORMAT)
     if data is None:
         return Reading(gap=gap)
-    selected = ((data.get("summary") or {}).get("selected") or {}).get("grid_point")
+    selected = nested(data, "summary", "selected").get("grid_point")
     alphas = sorted({run["shift_alpha"][lang] for run in data.get("runs", [])
                      if run.get("status") == "done" and run.get("grid_point") == selected
                      and lang in (run.get("shift_alpha") or {})})

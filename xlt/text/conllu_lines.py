@@ -65,7 +65,12 @@ def word_lines(block: list[Numbered]) -> list[tuple[int, list[str]]]:
 def check_heads_reach_root(heads: Sequence[int], lines: Sequence[int], path: Optional[str] = None) -> None:
     """XltError at the line of the first word whose chain of heads runs in a cycle instead of reaching
     the root. ``heads[i]`` is word ``i + 1``'s head (0: the root), each in 0..len(heads); ``lines[i]``
-    is that word's line."""
+    is that word's line. A second word whose head is 0 is an error too: a UD tree has one root (the
+    parser decodes one, and LAS against a two-rooted gold tree would score a tree no decoder gives)."""
+    roots = [word for word in range(1, len(heads) + 1) if heads[word - 1] == 0]
+    if len(roots) > 1:
+        raise XltError(f"words {roots[0]} and {roots[1]} both have head 0: a tree has one root", path,
+                       lines[roots[1] - 1])
     for word in range(1, len(heads) + 1):
         seen, node = {word}, heads[word - 1]
         while node != 0:

@@ -47,5 +47,7 @@ def checked_tagged_lines(numbered: Iterable[Numbered]) -> Iterator[Numbered]:
             elif len(row) != columns:
                 raise XltError(f"expected {columns} columns like the file's first word line, got {len(row)}",
                                line=lineno)
+            if not row[0].strip():
+                raise XltError("empty word", line=lineno)
             check_tag(row[-1], lineno=lineno)
         yield lineno, line

@@ -127,7 +127,16 @@ class Vocabulary:
             raise XltError("ownership sidecar without its 'languages' and 'owners' lists", sidecar)
         if meta.get("vocab_sha256") != self.sha256 or len(owners) != len(self.tokens):
             raise XltError("ownership sidecar does not match its vocabulary file (was the vocabulary edited?)", sidecar)
-        self.languages, self.owners, self.prefix_lang = languages, owners, bool(meta.get("prefix_lang", False))
+        # a hand-edited sidecar: "prefix_lang": "yes" would read every token as <unk>
+        prefix_lang = meta.get("prefix_lang", False)
+        if len(set(languages)) != len(languages) or not all(isinstance(l, str) and l for l in languages):
+            raise XltError(f"ownership sidecar: 'languages' must be distinct language codes, got {languages!r}", sidecar)
+        bad = [o for o in owners if isinstance(o, bool) or not isinstance(o, int) or not 0 <= o < 1 << len(languages)]
+        if bad or not isinstance(prefix_lang, bool):
+            what = f"owner {bad[0]!r} is not a set of its {len(languages)} languages" if bad else \
+                f"'prefix_lang' {prefix_lang!r} is not true or false"
+            raise XltError(f"ownership sidecar: {what}", sidecar)
+        self.languages, self.owners, self.prefix_lang = languages, owners, prefix_lang
 
     def save(self, path: PathLike) -> None:
         """Write the fastBPE file (atomically) and, if ownership is known, its sidecar."""

@@ -72,6 +72,9 @@ def append_records(path: str, records: Iterable[Record]) -> None:
         raise cannot_write(path, e) from None
 
 
+RECORD_KEYS = ("run", "snapshot", "measure")   # what a record is found by (RecordIndex)
+
+
 def read_records(path: str) -> list[dict]:
     """Every whole record of the file (a line cut by a full disk is skipped: its measure is redone)."""
     if not os.path.exists(path):
@@ -87,6 +90,8 @@ def read_records(path: str) -> list[dict]:
                 continue
             if not isinstance(record, dict):
                 raise XltError("not a tracking record (a JSON object per line)", path, number)
+            if missing := [key for key in RECORD_KEYS if key not in record]:
+                raise XltError(f"not a tracking record: no {', '.join(map(repr, missing))} field", path, number)
             out.append(record)
     return out
 
@@ -108,7 +113,7 @@ class RecordIndex:
             if r.get("run_id"):
                 self.run_ids.setdefault(key, set()).add(r["run_id"])
             if r["snapshot"] == "random":
-                self.bounds[key, r["measure"], r["lang"], r["layer"]] = r["value"]
+                self.bounds[key, r["measure"], r.get("lang"), r.get("layer")] = r.get("value")
 
     def check_run(self, run: str, run_id: Optional[str]) -> None:
         """XltError when the records of ``run``'s path are another run's (one pretrained again there

@@ -136,10 +136,26 @@ class MetricsLog:
             raise cannot_write(self.path, e) from None
 
     def records(self) -> list[dict[str, Any]]:
+        """The records; a last line torn by a kill (no newline, not JSON) is dropped, since the resume
+        writes it again; any other line that is not a JSON object is an error naming it."""
         if not os.path.exists(self.path):
             return []
-        with open(self.path, encoding="utf-8") as f:
-            return [json.loads(line) for line in f if line.strip()]
+        with open(self.path, encoding="utf-8", errors="replace") as f:
+            lines = f.read().split("\n")
+        out = []
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                if number == len(lines):
+                    continue
+                record = None
+            if not isinstance(record, dict):
+                raise XltError("not a JSON record (an object per line)", self.path, number)
+            out.append(record)
+        return out
 
     def truncate_after(self, step: int) -> None:
         """Drop records past ``step``: a resumed run rewrites them, so none is counted twice."""
