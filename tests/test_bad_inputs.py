@@ -155,3 +155,9 @@ def test_task_files_with_two_roots_or_an_empty_word(tmp_path):
     with pytest.raises(XltError, match="empty word") as error:
         read_tagged(str(ner))
     assert error.value.line == 2
+
+
+def test_cka_refuses_a_text_beside_the_representations_it_would_leave_unread(tmp_path):
+    res = run_xlt("cka", "compare", "--reps-a", tmp_path / "a", "--text-a", tmp_path / "a.txt", "--reps-b",
+                  tmp_path / "b", "--label", "x", "--column", "y", "-o", tmp_path / "out")
+    assert_one_line_error(res, "--reps-a is side A's representations: --text-a would be ignored")

@@ -150,6 +150,12 @@ def _side(name: str, run, lang, text, reps, random_seed):
     from xlt.utils.errors import XltError
 
     if reps:
+        # representations already extracted: a text beside them would be silently left unread (a
+        # --model-a may stand for side B's model, its default)
+        given = {"lang": lang, "text": text, "random": random_seed}
+        if ignored := [f"--{option}-{name}" for option, value in given.items() if value is not None]:
+            raise XltError(f"--reps-{name} is side {name.upper()}'s representations: {', '.join(ignored)} "
+                           "would be ignored")
         return Side(reps=reps)
     if not (run and lang and text):
         raise XltError(f"side {name.upper()} needs --model-{name}, --lang-{name} and --text-{name}, or --reps-{name}")
