@@ -103,12 +103,18 @@ def test_numbers_word2vec_and_numpy_would_stop_on():
             EmbedConfig(**settings)
 
 
+def refused_at_line(read, path, text: str, message: str, line: int) -> None:
+    """``read(path)`` of a file holding ``text`` raises ``message`` at ``line``."""
+    path.write_text(text)
+    with pytest.raises(XltError, match=message) as error:
+        read(str(path))
+    assert error.value.line == line
+
+
 def test_a_tracking_record_without_its_keys(tmp_path):
-    path = tmp_path / "records.jsonl"
-    path.write_text('{"run": "r", "snapshot": "s", "measure": "m", "value": 1}\n{"snapshot": "s", "measure": "m"}\n')
-    with pytest.raises(XltError, match="not a tracking record: no 'run' field") as error:
-        read_records(str(path))
-    assert error.value.line == 2
+    refused_at_line(read_records, tmp_path / "records.jsonl",
+                    '{"run": "r", "snapshot": "s", "measure": "m", "value": 1}\n{"snapshot": "s", "measure": "m"}\n',
+                    "not a tracking record: no 'run' field", 2)
 
 
 def test_a_results_file_whose_summary_is_not_an_object_is_a_gap(tmp_path):
@@ -145,16 +151,10 @@ def test_codeswitch_refuses_its_report_on_its_output(tmp_path):
 
 
 def test_task_files_with_two_roots_or_an_empty_word(tmp_path):
-    ud = tmp_path / "two-roots.conllu"
-    ud.write_text("1\tDogs\tdog\tNOUN\t_\t_\t0\troot\t_\t_\n2\tbark\tbark\tVERB\t_\t_\t0\troot\t_\t_\n\n")
-    with pytest.raises(XltError, match="words 1 and 2 both have head 0") as error:
-        read_conllu(str(ud))
-    assert error.value.line == 2
-    ner = tmp_path / "ner"
-    ner.write_text("John\tB-PER\n\tB-MISC\n")
-    with pytest.raises(XltError, match="empty word") as error:
-        read_tagged(str(ner))
-    assert error.value.line == 2
+    refused_at_line(read_conllu, tmp_path / "two-roots.conllu",
+                    "1\tDogs\tdog\tNOUN\t_\t_\t0\troot\t_\t_\n2\tbark\tbark\tVERB\t_\t_\t0\troot\t_\t_\n\n",
+                    "words 1 and 2 both have head 0", 2)
+    refused_at_line(read_tagged, tmp_path / "ner", "John\tB-PER\n\tB-MISC\n", "empty word", 2)
 
 
 def test_cka_refuses_a_text_beside_the_representations_it_would_leave_unread(tmp_path):
