@@ -146,7 +146,7 @@ def test_codeswitch_refuses_its_report_on_its_output(tmp_path):
     (tmp_path / "in.tok").write_text("the cat\n")
     out = tmp_path / "out"
     res = run_xlt("codeswitch", "--dict", tmp_path / "dict", tmp_path / "in.tok", "-o", out, "--report", out)
-    assert_one_line_error(res, "--report and -o name the same file")
+    assert_one_line_error(res, str(out), "two outputs name the same file")
     assert not out.exists()
 
 

@@ -4,7 +4,6 @@ over :mod:`xlt.text.tokenize`, :mod:`xlt.text.codeswitch`, :mod:`xlt.text.fake` 
 
 from __future__ import annotations
 
-import os
 from typing import Optional
 
 import click
@@ -73,10 +72,7 @@ def codeswitch(dictionary_path: str, input_path: str, output_path: str, rate: fl
           en.tok -o en.cs.tok --report en.cs.json
     """
     from xlt.text.codeswitch import CodeSwitchConfig, codeswitch_file
-    from xlt.utils.errors import XltError
 
-    if report_path and output_path not in (None, "-") and os.path.abspath(report_path) == os.path.abspath(output_path):
-        raise XltError("--report and -o name the same file: one would replace the other", report_path)
     config = CodeSwitchConfig(rate=rate, max_fraction=max_fraction, seed=seed, batch_lines=batch_lines,
                               ignore_case=ignore_case)
     codeswitch_file(input_path, output_path, dictionary_path, config, report_path)

@@ -18,12 +18,13 @@ so a Fake-English file reaches the model as the same tokens as its English twin,
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from typing import Callable, Iterable, Iterator, Optional
 
 from xlt.text.conllu_lines import sentence_blocks, word_lines
-from xlt.text.tagged_lines import checked_tagged_lines, language_prefix
+from xlt.text.tagged_lines import Numbered, checked_tagged_lines, language_prefix
 from xlt.text.nli_lines import nli_columns
 from xlt.utils.errors import PathLike, XltError
 from xlt.utils.outputs import atomic_output
@@ -89,11 +90,7 @@ def _tagged_lines(numbered: Iterable[tuple[int, str]]) -> Iterator[tuple[int, st
         if not line.strip() and any(text.strip() for _, text in first):
             break
     prefix = language_prefix(text.split("\t")[0] for _, text in first if text.strip())
-    for lineno, line in itertools.chain(first, lines):
-        try:
-            yield lineno, _tagged_line(line, prefix)
-        except XltError as error:
-            raise XltError(error.message, line=lineno) from None
+    yield from _each_line(functools.partial(_tagged_line, prefix=prefix))(itertools.chain(first, lines))
 
 
 def _conllu_line(line: str) -> str:
@@ -117,9 +114,22 @@ def _dictionary_line(line: str) -> str:
     return f"{words[0]} {to_fake(words[0])}"
 
 
-FORMATS: dict[str, Callable[[str], str]] = {
-    "text": _text_line, "xnli": _xnli_line, "wikiann": _tagged_line, "conllu": _conllu_line,
-    "dictionary": _dictionary_line,
+def _each_line(convert: Callable[[str], str]) -> Callable[[Iterable[Numbered]], Iterator[Numbered]]:
+    """A file's converter from a line's: each line converted alone, an error naming its line."""
+    def lines(numbered: Iterable[Numbered]) -> Iterator[Numbered]:
+        for lineno, line in numbered:
+            try:
+                yield lineno, convert(line)
+            except XltError as error:
+                raise XltError(error.message, line=error.line or lineno) from None
+    return lines
+
+
+# a format's converter: (line number, line) in, (line number, Fake-English line) out
+FORMATS: dict[str, Callable[[Iterable[Numbered]], Iterator[Numbered]]] = {
+    "text": _each_line(_text_line), "xnli": _each_line(_xnli_line), "conllu": _each_line(_conllu_line),
+    "dictionary": _each_line(_dictionary_line),
+    "wikiann": _tagged_lines,   # its prefix is the file's, read off its first sentence
 }
 
 
@@ -137,18 +147,11 @@ LINE_CHECKS = {"conllu": _checked_conllu, "wikiann": checked_tagged_lines}
 
 
 def fake_lines(numbered: Iterable[tuple[int, str]], fmt: str, path: PathLike) -> Iterator[str]:
-    convert = FORMATS[fmt]
-    lineno = None
     try:
-        checked = LINE_CHECKS.get(fmt, iter)(numbered)
-        if fmt == "wikiann":   # its prefix is the file's, read off its first sentence
-            for lineno, line in _tagged_lines(checked):
-                yield line
-            return
-        for lineno, line in checked:
-            yield convert(line)
-    except XltError as error:   # a sentence's check names its line; a line's conversion is the current one
-        raise XltError(error.message, path, error.line or lineno) from None
+        for _, line in FORMATS[fmt](LINE_CHECKS.get(fmt, iter)(numbered)):
+            yield line
+    except XltError as error:   # a sentence's check and a line's conversion both name their line
+        raise XltError(error.message, path, error.line) from None
 
 
 def fake_file(input_path: PathLike, output_path: PathLike, fmt: str = "text") -> int:

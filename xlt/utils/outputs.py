@@ -82,7 +82,13 @@ def output_directory(path: PathLike) -> str:
 def check_output_paths(*paths: PathLike, prefix: bool = False) -> None:
     """Check that each output can be written and renamed into place. Commands call this before any
     work, so that a bad output does not fail the command after the work (or after the first outputs).
-    ``prefix``: each path begins the names of several files (``PREFIX.npy``, ``PREFIX.json``)."""
+    ``prefix``: each path begins the names of several files (``PREFIX.npy``, ``PREFIX.json``). Two
+    outputs on one file are refused (one would replace the other: ``-o F --report F``)."""
+    seen = set()
+    for path in map(os.fspath, paths):
+        if (absolute := os.path.abspath(path)) in seen and not special_file(path):
+            raise XltError("two outputs name the same file: one would replace the other", path)
+        seen.add(absolute)
     for path in paths:
         path = os.fspath(path)
         if prefix and (path.endswith(os.sep) or os.path.basename(path) in ("", ".", "..")):
