@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every command's device path on the GPU box, on a tiny model: pretraining through torchrun with one
-# GPU (NCCL), then finetune (xnli, ner, parse), extract, cka, shift-decode and align, all with the
-# default --device auto, which must find the GPU. Inputs come from bench/gpu/prepare.sh
+# GPU (NCCL), then finetune (xnli, ner, parse; and of the run exported to transformers), extract, cka,
+# shift-decode, align and track, all with the default --device auto, which must find the GPU. Inputs come from bench/gpu/prepare.sh
 # (build/gpu-bench/paths/); the run and the outputs go to $WORK (default build/gpu-bench/paths-out).
 # Each step prints one line, ok or FAILED with its log's tail; the exit status counts the failures.
 # DEVICE=cpu checks the script itself here (torchrun then uses gloo): XLT_DEVICE=cpu for pretraining
@@ -37,7 +37,7 @@ step pretrain-torchrun "$PY" -m torch.distributed.run --standalone --nproc_per_n
     --run-dir "$RUN" --vocab $D/vocab --codes en $D/codes.en --codes fr $D/codes.fr \
     --train en $D/en.train --dev en $D/en.dev --train fr $D/fr.train --dev fr $D/fr.dev \
     --preset mini --batch-size 16 --stream-len 64 --max-steps "$STEPS" --warmup-steps 10 --eval-every 30 \
-    --save-every 30 --eval-batches 4 --short-stream-len 8 --short-stream-steps 20 --precision auto
+    --save-every 30 --eval-batches 4 --short-stream-len 8 --short-stream-steps 20 --precision auto --snapshot-every 30
 step device-recorded "$PY" - "$RUN" "$DEVICE" <<'PY'
 import json, sys, torch
 run, device = sys.argv[1], sys.argv[2]
@@ -48,7 +48,7 @@ assert state.get("step") is not None
 PY
 
 F=$IN/tasks
-ft() { xlt -q finetune "$@" --model "$RUN" --seeds 1 --epochs 1 --batch-size 16 --encoder-lr 5e-5 "${dev[@]}"; }
+ft() { xlt -q finetune "$@" --model "${MODEL:-$RUN}" --seeds 1 --epochs 1 --batch-size 16 --encoder-lr 5e-5 "${dev[@]}"; }
 step finetune-xnli ft xnli --epoch-size 400 --head-lr 1e-4 -o $WORK/ft-xnli --train en $F/xnli.en.train --dev en $F/xnli.en.dev \
     --eval en $F/xnli.en.dev $F/xnli.en.test --eval fr $F/xnli.fr.dev $F/xnli.fr.test
 step finetune-ner ft ner -o $WORK/ft-ner --train en $F/ner.en.train --dev en $F/ner.en.dev \
@@ -80,5 +80,10 @@ step align-cword xlt -q align contextual-word --model "$RUN" --source-lang en --
 step align-cword-procrustes xlt -q align contextual-word --model "$RUN" --source-lang en --target-lang fr \
     --source-corpus $P/en.corpus --target-corpus $P/fr.corpus --n-sentences 2000 \
     --train-dict $IN/en-fr.dict --test-dict $IN/en-fr.dict "${dev[@]}" -o $WORK/cword-procrustes.json
+step track xlt -q track --run "$RUN" --label mini --parallel $P/en.txt $P/fr.txt --dictionary $IN/en-fr.dict \
+    --measures dev_ppl --measures cka --measures word_mrr --measures lang_id "${dev[@]}" -o $WORK/track
+step export-hf xlt -q export hf "$RUN" -o $WORK/hf
+MODEL=$WORK/hf step finetune-ner-hf ft ner -o $WORK/ft-ner-hf --train en $F/ner.en.train --dev en $F/ner.en.dev \
+    --eval en $F/ner.en.dev $F/ner.en.test --eval fr $F/ner.fr.dev $F/ner.fr.test
 echo "cuda_paths.sh: $failed step(s) failed"
 exit $failed

@@ -4,7 +4,8 @@
 # except that the dev perplexity is measured every EVAL_EVERY steps (default 250) to draw the curve.
 # Stopped by SIGTERM after SECONDS_LIMIT seconds (default 200): the run saves a checkpoint and exits
 # 143, as a time-limited job would. Prints tokens/s and the dev perplexity against tokens, and copies
-# metrics.jsonl to $OUT.
+# metrics.jsonl to $OUT. EXTRA_ARGS are added to make's arguments (EXTRA_ARGS=--compile: the run
+# `make SCALE=gpu COMPILE=1` would start).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PYTHON:-python3}
@@ -13,6 +14,7 @@ OUT=${OUT:-build/gpu-bench/out}
 RUN=${RUN:-build/gpu-bench/curve-run}
 EVAL_EVERY=${EVAL_EVERY:-250}
 SECONDS_LIMIT=${SECONDS_LIMIT:-200}
+read -r -a extra <<< "${EXTRA_ARGS:-}"
 [ -f "$C/args" ] || { echo "curve.sh: $C is missing; run bench/gpu/prepare.sh first" >&2; exit 2; }
 mkdir -p "$OUT" && rm -rf "$RUN"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
@@ -20,7 +22,7 @@ read -r -a args < "$C/args"
 for i in "${!args[@]}"; do [ "${args[$i]}" = --eval-every ] && args[$((i + 1))]=$EVAL_EVERY; done
 timeout -s TERM "$SECONDS_LIMIT" "$PY" -m xlt pretrain --run-dir "$RUN" --vocab $C/vocab \
     --codes en $C/codes.en --codes fr $C/codes.fr --train en $C/en.train --dev en $C/en.dev \
-    --train fr $C/fr.train --dev fr $C/fr.dev "${args[@]}" 2>&1 | grep -v "^\s*$" | tail -n 30
+    --train fr $C/fr.train --dev fr $C/fr.dev "${args[@]}" "${extra[@]}" 2>&1 | grep -v "^\s*$" | tail -n 30
 echo "xlt pretrain exit ${PIPESTATUS[0]} (143 or 124: stopped by the time limit, as planned)"
 cp "$RUN/metrics.jsonl" "$OUT/curve-metrics.jsonl"
 "$PY" - "$RUN" <<'PY'

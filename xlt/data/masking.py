@@ -103,8 +103,13 @@ class MaskedBatch:
         mask[self.target_positions[:, 0], self.target_positions[:, 1]] = True
         return mask
 
-    def to(self, device: torch.device | str, non_blocking: bool = False) -> "MaskedBatch":
-        return MaskedBatch(*(t.to(device, non_blocking=non_blocking)
+    def to(self, device: torch.device | str) -> "MaskedBatch":
+        """The batch on ``device``. To CUDA through pinned memory and without waiting: a copy from
+        pageable memory first waits for every kernel already queued, so the CPU could not mask the
+        next batch while the GPU trains on this one."""
+        device = torch.device(device)
+        pinned = device.type == "cuda"
+        return MaskedBatch(*((t.pin_memory() if pinned else t).to(device, non_blocking=pinned)
                              for t in (self.input_ids, self.target_positions, self.target_ids)))
 
 

@@ -251,6 +251,7 @@ class Pretrainer:
     def _loop(self, stop: threading.Event) -> dict[str, Any]:
         cfg = self.cfg
         tokens_since, wait_since, t_since = 0, 0.0, time.perf_counter()
+        pending: list[torch.Tensor] = []   # the losses of the steps since the last read-back, on the device
         with log.progress("pretrain", total=cfg.max_steps) as bar:
             bar.advance(self.step)
             while self.step < cfg.max_steps:
@@ -261,11 +262,22 @@ class Pretrainer:
                                          self.mask_generator), lang) for lang in langs]
                 wait_since += time.perf_counter() - t0
                 lr = self.scheduler.get_last_lr()[0]   # the rate this step trains with (it steps the scheduler)
-                loss, stopping = self._train_step(batches, stop.is_set())
+                pending.append(self._train_step(batches))
                 self.step += 1
                 tokens_since += sum(m.input_ids.numel() for m, _ in batches) * self.d.world_size
                 bar.advance(1)
-                if self.step % cfg.log_every == 0 or self.step == cfg.max_steps:
+                logs = self.step % cfg.log_every == 0 or self.step == cfg.max_steps
+                evaluates = self.step % cfg.eval_every == 0 or self.step == cfg.max_steps
+                snapshots = snapshot_due(self.step, cfg.snapshot_every, cfg.snapshot_at)
+                saves = self.step % cfg.save_every == 0 or self.step == cfg.max_steps
+                # Reading a loss back waits for the GPU, so it is done only where a number is needed or a
+                # file is written (a step never saves a NaN's weights). A single process looks at its
+                # SIGTERM flag at every step; ranks decide a stop together, at a read-back.
+                if not (logs or evaluates or snapshots or saves or (not self.d.enabled and stop.is_set())):
+                    continue
+                loss, stopping = self._read_back(pending, stop.is_set())
+                pending = []
+                if logs:
                     loss = distributed.mean_over_ranks(self.d, loss)   # the step's whole batch, not rank 0's part
                     elapsed = time.perf_counter() - t_since
                     record = {"step": self.step, "lang": "+".join(langs), "loss": round(loss, 6),
@@ -276,14 +288,12 @@ class Pretrainer:
                     if self.d.is_main:
                         self.metrics.append(record)
                     tokens_since, wait_since, t_since = 0, 0.0, time.perf_counter()
-                if self.step % cfg.eval_every == 0 or self.step == cfg.max_steps:
+                if evaluates:
                     self._evaluate_and_select()
                 # Before last.pt: a run killed between the two replays this step and writes the snapshot then.
-                if self.d.is_main and snapshot_due(self.step, cfg.snapshot_every, cfg.snapshot_at):
+                if snapshots and self.d.is_main:
                     write_snapshot(self._path(""), self.step, self._snapshot_weights())
-                if self.step % cfg.save_every == 0 or self.step == cfg.max_steps:
-                    self.save("last.pt")
-                elif stopping:
+                if saves or stopping:
                     self.save("last.pt")
                 if stopping and self.step < cfg.max_steps:
                     raise Terminated(f"stopped by SIGTERM after step {self.step}, checkpoint saved "
@@ -299,38 +309,45 @@ class Pretrainer:
                            "store (binarize the text again)", f"{store.prefix}.bin")
         return windows
 
-    def _train_step(self, batches: list, stop_requested: bool) -> tuple[float, bool]:
-        """One optimizer step over ``batches`` (masked batch, its language) pairs, their gradients summed;
-        returns the mean loss and whether the run stops after it (SIGTERM on any rank)."""
-        dev, values = self.d.device, []
+    def _train_step(self, batches: list) -> torch.Tensor:
+        """One optimizer step over ``batches`` (masked batch, its language) pairs, their gradients summed.
+        Returns the step's mean loss as a 0-dim tensor on the device, not read: on CUDA the step is
+        queued and the CPU goes on to mask the next batch."""
+        losses = []
         self.ddp_model.train()
         for masked, lang in batches:
+            masked = masked.to(self.d.device)
             with self._autocast():
-                loss = self.train_model(masked.input_ids.to(dev), lang, None, masked.flat_positions.to(dev),
-                                      masked.target_ids.to(dev))
-            values.append(loss.item())
-            # Decided together, in one all-reduce: a rank that stopped alone would leave the others waiting
-            # in backward's all-reduce. A SIGTERM is acted on after this step, at a step boundary, where a
-            # checkpoint equals the state of the uninterrupted run.
-            not_finite, stopping = distributed.any_rank(self.d, not math.isfinite(values[-1]), stop_requested)
-            if not_finite:
-                last = self._path("last.pt")
-                kept = f"the last good checkpoint is kept ({last})" if os.path.exists(last) else \
-                    "no checkpoint was saved yet"
-                raise XltError(f"loss is not finite at step {self.step + 1} (here: {values[-1]}); stopped, {kept}; "
-                               "lower --lr or use --precision fp32/bf16")
+                loss = self.train_model(masked.input_ids, lang, None, masked.flat_positions, masked.target_ids)
+            losses.append(loss.detach().float())
             # Each batch weighs 1/k: the step's gradient is that of the mean loss, so --lr keeps its meaning.
             self.scaler.scale(loss / len(batches)).backward()
         if self.cfg.clip_norm > 0:
             self.scaler.unscale_(self.optimizer)
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_norm)
-        scale = self.scaler.get_scale()
+        scale = self.scaler.get_scale()   # a read-back only with fp16's scaler (bf16 and fp32 have none)
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
         if self.scaler.get_scale() >= scale:  # fp16: a lowered scale means the step was skipped (inf gradients)
             self.scheduler.step()
-        return sum(values) / len(values), stopping
+        return torch.stack(losses).mean()
+
+    def _read_back(self, pending: list[torch.Tensor], stop_requested: bool) -> tuple[float, bool]:
+        """The last step's loss and whether to stop after it (SIGTERM on any rank), from the losses of
+        the steps since the last read-back. A loss that is not finite on any rank stops every rank,
+        decided together in one all-reduce (a rank stopping alone would leave the others waiting),
+        naming the first such step; the weights it trained are never saved."""
+        values = torch.stack(pending).tolist()
+        *bad, stopping = distributed.any_rank(self.d, *(not math.isfinite(v) for v in values), stop_requested)
+        if any(bad):
+            first = bad.index(True)
+            last = self._path("last.pt")
+            kept = f"the last good checkpoint is kept ({last})" if os.path.exists(last) else \
+                "no checkpoint was saved yet"
+            raise XltError(f"loss is not finite at step {self.step - len(values) + first + 1} (here: {values[first]}); "
+                           f"stopped, {kept}; lower --lr or use --precision fp32/bf16")
+        return values[-1], stopping
 
     # ---- evaluation -------------------------------------------------------------------------
     @torch.no_grad()
