@@ -105,6 +105,9 @@ def measure(task_name: str, args: argparse.Namespace, root: str) -> dict:
         kind = "bucket" if bucket else "random"
         out[f"train_per_s_{kind}"] = record["examples_per_s"]
         out[f"train_padding_{kind}"] = record["padding_fraction"]
+    if args.profile:
+        profile_steps(trainer, [ob.batch for ob in ordered_batches(task, train, list(range(len(train))), text, labels,
+                                                                  bs, max_len)][:args.profile])
     model = trainer.model
     for name, order in (("file", list(range(len(dev)))), ("sorted", dev_sorted)):
         batches = dev_batches if name == "sorted" else [
@@ -114,6 +117,26 @@ def measure(task_name: str, args: argparse.Namespace, root: str) -> dict:
         out[f"eval_per_s_{name}"] = len(dev) / (time.perf_counter() - t0)
         out[f"eval_padding_{name}"] = padding_fraction(dev_lengths, order, args.eval_batch_size)
     return out
+
+
+def profile_steps(trainer: RunTrainer, batches: list) -> None:
+    """torch.profiler over ``batches`` training steps (after three unprofiled ones): where a step's
+    time goes, host and device, as bench_model_flops.py --profile shows it for pretraining."""
+    from torch.profiler import ProfilerActivity, profile
+
+    for batch in batches[:3]:
+        trainer.train_step(batch)
+    cuda = torch.cuda.is_available() and trainer.data.device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    t0 = time.perf_counter()
+    with profile(activities=activities) as prof:
+        for batch in batches[3:]:
+            trainer.train_step(batch)
+        if cuda:
+            torch.cuda.synchronize()
+    steps = max(1, len(batches) - 3)
+    print(f"profile: {steps} training steps, {1000 * (time.perf_counter() - t0) / steps:.1f} ms a step (profiled)")
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
 
 
 def main() -> None:
@@ -132,6 +155,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto",
                     help="as xlt finetune's: auto is bf16 autocast on a GPU that has it, else fp32")
+    ap.add_argument("--profile", type=int, default=0, metavar="STEPS",
+                    help="after each task's figures, a torch.profiler table of STEPS training steps")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -85,5 +85,6 @@ step track xlt -q track --run "$RUN" --label mini --parallel $P/en.txt $P/fr.txt
 step export-hf xlt -q export hf "$RUN" -o $WORK/hf
 MODEL=$WORK/hf step finetune-ner-hf ft ner -o $WORK/ft-ner-hf --train en $F/ner.en.train --dev en $F/ner.en.dev \
     --eval en $F/ner.en.dev $F/ner.en.test --eval fr $F/ner.fr.dev $F/ner.fr.test
+echo "devices the runs recorded:"; grep -rho '"device": "[^"]*"' "$WORK" | sort | uniq -c
 echo "cuda_paths.sh: $failed step(s) failed"
 exit $failed

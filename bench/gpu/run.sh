@@ -13,7 +13,7 @@
 # Arguments name the benchmarks to run (default: all, in this order), so that the set can be split
 # over calls with a time limit: `run.sh flops vs_transformers pretrain finetune cuda_paths`, then
 # `run.sh curve`. Each benchmark is stopped after LIMIT seconds (default 240).
-# PRESET, BATCH, GPU_SCALE_BATCH, DEVICE, LIMIT, PYTHON and OUT can be set in the environment
+# PRESET, BATCH, GPU_SCALE_BATCH, DEVICE, LIMIT, FT_EXAMPLES, PYTHON and OUT can be set in the environment
 # (PRESET=tiny BATCH=6 GPU_SCALE_BATCH=4 DEVICE=cpu checks the script itself on a CPU).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -24,6 +24,7 @@ BATCH=${BATCH:-96}
 GPU_SCALE_BATCH=${GPU_SCALE_BATCH:-64}  # scales/gpu.mk's BATCH
 DEVICE=${DEVICE:-cuda}
 LIMIT=${LIMIT:-240}
+FT_EXAMPLES=${FT_EXAMPLES:-2048}  # English examples per task for the fine-tuning figures
 export XLT_DEVICE=$DEVICE  # the pretraining loop finds CUDA itself; this lets DEVICE=cpu check the script
 wanted=" ${*:-flops vs_transformers pretrain pretrain_compiled pretrain_gpu_scale finetune cuda_paths curve} "
 mkdir -p "$OUT"
@@ -51,7 +52,7 @@ bench vs_transformers "$PY" bench/bench_vs_transformers.py --preset "$PRESET" --
 bench pretrain "$PY" bench/bench_pretrain.py --preset "$PRESET" --batch "$BATCH" --stream-len 256 --vocab-size 80000 --steps 60 --precision bf16
 bench pretrain_compiled "$PY" bench/bench_pretrain.py --preset "$PRESET" --batch "$BATCH" --stream-len 256 --vocab-size 80000 --steps 60 --precision bf16 --compile
 bench pretrain_gpu_scale "$PY" bench/bench_pretrain.py --preset "$PRESET" --batch "$GPU_SCALE_BATCH" --stream-len 256 --vocab-size 40000 --steps 60 --precision auto
-bench finetune "$PY" bench/bench_finetune.py --preset "$PRESET" --device "$DEVICE" --data-dir build/gpu-bench/data --examples 2048
+bench finetune "$PY" bench/bench_finetune.py --preset "$PRESET" --device "$DEVICE" --data-dir build/gpu-bench/data --examples "$FT_EXAMPLES"
 bench cuda_paths env DEVICE="${DEVICE/cuda/auto}" PYTHON="$PY" bash bench/gpu/cuda_paths.sh
 bench curve env OUT="$OUT" SECONDS_LIMIT="${CURVE_SECONDS:-200}" PYTHON="$PY" bash bench/gpu/curve.sh
 exit $failed
