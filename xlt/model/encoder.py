@@ -30,11 +30,18 @@ from typing import Callable, Iterator, Optional
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from xlt.model.config import EncoderConfig, SharingSpec  # noqa: F401  (re-exported: the config lives beside the model)
 from xlt.utils.errors import XltError
 
 LayerHook = Callable[[int, Tensor], Tensor]
+
+# Attention kernels without cuDNN's, PyTorch's first choice on Hopper: cuDNN builds an execution plan
+# for every new shape, 11-16 ms of CPU a call on an H200, so a fine-tuning step, whose batches vary in
+# length, spent 90 % of its time there (bench_finetune.py --profile, 2026-12-04). Flash and
+# memory-efficient attention need no plan; the CPU has neither cuDNN nor a plan.
+ATTENTION_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
 
 @dataclass
@@ -77,8 +84,9 @@ class SelfAttention(nn.Module):
         """x [B,T,D]; attend: None (every key) or Bool [B,1,1,T], True where a key may be attended to."""
         B, T, D = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, D // self.n_heads).permute(2, 0, 3, 1, 4)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=attend,
-                                           dropout_p=self.attention_dropout if self.training else 0.0)
+        with sdpa_kernel(ATTENTION_BACKENDS):
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=attend,
+                                               dropout_p=self.attention_dropout if self.training else 0.0)
         return self.out(y.transpose(1, 2).reshape(B, T, D))
 
 

@@ -20,7 +20,9 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 from torch import Tensor, nn
+from torch.nn.attention import sdpa_kernel
 
+from xlt.model.encoder import ATTENTION_BACKENDS
 from xlt.model.hub import HF_PREFIX
 from xlt.model.weights import state_sha256
 from xlt.utils.errors import XltError
@@ -273,7 +275,8 @@ class HFTextModel:
 
     @torch.no_grad()
     def hidden_states(self, ids: Tensor, padding_mask: Optional[Tensor], lang: str) -> tuple[Tensor, ...]:
-        out = self.base(**self._inputs(ids, padding_mask, lang), output_hidden_states=True, return_dict=True)
+        with sdpa_kernel(ATTENTION_BACKENDS):   # as xlt's own encoder (a plan per shape otherwise)
+            out = self.base(**self._inputs(ids, padding_mask, lang), output_hidden_states=True, return_dict=True)
         return tuple(out.hidden_states)
 
     def _layer_outputs(self) -> list[nn.Module]:
@@ -307,7 +310,8 @@ class HFTextModel:
                 return output + vector
             handle = sites[layer].register_forward_hook(add)
             try:
-                hidden = self.base(**self._inputs(ids, padding_mask, lang), return_dict=True).last_hidden_state
+                with sdpa_kernel(ATTENTION_BACKENDS):
+                    hidden = self.base(**self._inputs(ids, padding_mask, lang), return_dict=True).last_hidden_state
             finally:
                 handle.remove()
             flat = hidden.reshape(-1, hidden.shape[-1])

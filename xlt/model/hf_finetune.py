@@ -35,8 +35,9 @@ from typing import Any, Iterator, Optional, Sequence
 
 import torch
 from torch import Tensor, nn
+from torch.nn.attention import sdpa_kernel
 
-from xlt.model.encoder import LayerHook
+from xlt.model.encoder import ATTENTION_BACKENDS, LayerHook
 from xlt.model.hf import HFTextModel, layer_output_modules
 from xlt.model.hub import hub_source
 from xlt.model.spec import hf_model_dir
@@ -138,7 +139,8 @@ class HFEncoder(nn.Module):
             sites = layer_output_modules(self.model, self.source)
             handles = [site.register_forward_hook(_layer_hook(layer_hook, number)) for number, site in enumerate(sites)]
         try:
-            return EncoderOutput(self.model(**inputs, return_dict=True).last_hidden_state)
+            with sdpa_kernel(ATTENTION_BACKENDS):   # as xlt's own encoder: no cuDNN plan per batch shape
+                return EncoderOutput(self.model(**inputs, return_dict=True).last_hidden_state)
         finally:
             for handle in handles:
                 handle.remove()
