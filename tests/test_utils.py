@@ -180,6 +180,19 @@ def test_run_description_names_the_cpu_kind_and_the_kernel_path_torch_took(tmp_p
         assert not names or cpu_model().startswith(names[0])
 
 
+def test_run_description_names_the_gpus_a_device_auto_run_would_take(tmp_path, monkeypatch):
+    # --device auto is recorded as given: the GPUs beside it say whether the run had one (and which)
+    from xlt.utils.rundir import environment
+
+    assert environment()["gpus"] == ([torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+                                     if torch.cuda.is_available() else [])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i: f"NVIDIA H200 #{i}")
+    write_run_description(tmp_path, {}, {})
+    assert json.loads((tmp_path / "config.json").read_text())["environment"]["gpus"] == ["NVIDIA H200 #0", "NVIDIA H200 #1"]
+
+
 @dataclass
 class _Demo:
     name: str = field(metadata={"help": "a name"})

@@ -38,6 +38,9 @@ def environment() -> dict[str, Any]:
         "python": platform.python_version(),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
+        # the GPUs this process could use: with --device auto, a run used the first when there is one
+        "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        if torch.cuda.is_available() else [],
         "numpy": numpy.__version__,
         "platform": platform.platform(),
         "cpu": cpu_model(),
