@@ -1,6 +1,7 @@
 # SCALE=gpu: one GPU, the paper's model for 10k steps on all of the mirror's text, the full task data,
-# a small grid. From throughputs measured on an H200 (2026-11-27, docs/reproduce.md): ~6 min of
-# pretraining per model, ~1.3 h of fine-tuning per row, ~15 h per language pair.
+# a small grid, three seeds where a task is cheap. From throughputs measured on an H200 (2026-12-04,
+# docs/notes/2026-12-04-h200-attention-and-loop.md): ~5 min of pretraining per model, ~53 min of
+# fine-tuning per row, ~10.5 h per language pair.
 JOBS               := 1
 THREADS            := 8
 DEV_BYTES          := 1000000
@@ -27,8 +28,9 @@ SAVE_EVERY         := 1000
 LOG_EVERY          := 100
 EVAL_BATCHES       := 50
 PRECISION          := auto
-# COMPILE := 1 trains through torch.compile: 1.4x the step's tokens/s on an H200 (bench/README.md);
-# measured on the step alone, not yet on a whole gpu-scale run, so it is not the default here.
+# COMPILE := 1 trains through torch.compile: 1.4x the tokens/s of this scale's run on an H200, but
+# ~100 s of compiling, so a 10,000-step model takes ~5.0 min compiled against ~4.7 eager (measured
+# 2026-12-04, bench/gpu/curve.sh): off here; it pays from a few tens of thousands of steps.
 COMPILE            :=
 TORCHRUN           :=
 XNLI_TRAIN_STRIDE  := 1
@@ -38,6 +40,10 @@ NER_EVAL_STRIDE    := 1
 PARSE_TRAIN_STRIDE := 1
 PARSE_EVAL_STRIDE  := 1
 FT_SEEDS           := 12
+# NER and parsing are cheap enough for three seeds (~17 and ~16 min a row; XNLI ~20 min with one):
+# a verdict then rests on a margin against the seeds' spread, as at the demo scale
+NER_SEEDS          := 12,156,78
+PARSE_SEEDS        := 12,156,78
 XNLI_ARGS          := --batch-size 8 --encoder-lr 5e-6,2.5e-5 --head-lr 1.25e-4 --epochs 10 --epoch-size 20000
 NER_ARGS           := --batch-size 32 --encoder-lr 3e-5,5e-5 --epochs 10
 PARSE_ARGS         := --batch-size 32 --encoder-lr 3e-5,5e-5 --epochs 10

@@ -29,8 +29,9 @@ SAVE_EVERY         := 5000       # a crash loses at most this many steps
 LOG_EVERY          := 1000
 EVAL_BATCHES       := 500
 PRECISION          := auto
-# An H200 ran this step (96 x 256, bf16) in 40.9 ms, 28.7 ms under torch.compile (COMPILE := 1):
-# 1M steps are >= 11.4 h (8 h) per model before the all-reduce (bench/README.md, 2026-11-27).
+# One H200 ran the whole loop at 96 x 256 (bf16) at 494k tokens/s, 761k under torch.compile
+# (COMPILE := 1): 1M steps are 13.8 h (9.0 h) per model before the all-reduce (bench/README.md,
+# 2026-12-04). Compiling under torchrun on several GPUs is not measured yet, so it stays off here.
 COMPILE            :=
 TORCHRUN           := $(VENV)/bin/torchrun --nnodes $(NNODES) --nproc_per_node $(GPUS) \
                       --rdzv_backend c10d --rdzv_endpoint $(MASTER) -m

@@ -98,6 +98,7 @@ def test_zero_shot_grid_end_to_end(world, tmp_path):
     # scores reproduce digit for digit on the same CPU kind only: results.json names it
     assert results["environment"]["cpu"] == cpu_model()
     assert results["environment"]["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert results["environment"]["device"] == "cpu"
     assert results["encoder_parameters"] == experiment(config(world, tmp_path / "again")).encoder_parameters()
     for run in results["runs"]:
         assert len(run["dev_curve"]) == 2 and run["source_dev"] == max(run["dev_curve"])

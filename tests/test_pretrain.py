@@ -75,6 +75,7 @@ def test_run_directory_describes_itself(inputs, tmp_path):
     assert config["config"]["preset"] == "tiny" and config["config"]["max_steps"] == 10
     assert config["environment"]["torch"] == torch.__version__
     assert config["environment"]["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert config["environment"]["device"] == "cpu"   # --device auto resolved, on a machine without a GPU
     assert config["environment"]["cpu"] == cpu_model()
     assert config["inputs"]["vocab_sha256"] == inputs["vocab"].sha256 and config["processes"] == 1
     assert set(config["inputs"]["stores"]) == {"train/en", "train/fr", "dev/en", "dev/fr"}

@@ -19,7 +19,8 @@ from click.testing import CliRunner
 from xlt.cli.options import build_config, dataclass_options
 from xlt.utils.errors import XltError
 from xlt.utils.outputs import atomic_output, directory_for_outputs, scratch_file
-from xlt.utils.rundir import MetricsLog, check_same_config, cpu_model, exclusive_lock, write_run_description
+from xlt.utils.rundir import (MetricsLog, check_same_config, cpu_model, environment, exclusive_lock,
+                              write_run_description)
 from xlt.utils.textio import read_lines
 
 
@@ -180,17 +181,20 @@ def test_run_description_names_the_cpu_kind_and_the_kernel_path_torch_took(tmp_p
         assert not names or cpu_model().startswith(names[0])
 
 
-def test_run_description_names_the_gpus_a_device_auto_run_would_take(tmp_path, monkeypatch):
-    # --device auto is recorded as given: the GPUs beside it say whether the run had one (and which)
-    from xlt.utils.rundir import environment
-
-    assert environment()["gpus"] == ([torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-                                     if torch.cuda.is_available() else [])
+def test_run_description_names_the_device_the_run_took_and_the_gpus_beside_it(tmp_path, monkeypatch):
+    # --device auto is recorded as given: the description says what it resolved to, and which GPUs
+    # the machine had (a CPU run on a GPU machine is told apart from one on a machine without)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda i: f"NVIDIA H200 #{i}")
-    write_run_description(tmp_path, {}, {})
-    assert json.loads((tmp_path / "config.json").read_text())["environment"]["gpus"] == ["NVIDIA H200 #0", "NVIDIA H200 #1"]
+    write_run_description(tmp_path, {"lr": 1}, {}, device=torch.device("cuda", 0))
+    recorded = json.loads((tmp_path / "config.json").read_text())["environment"]
+    assert recorded["gpus"] == ["NVIDIA H200 #0", "NVIDIA H200 #1"] and recorded["device"] == "cuda:0"
+    write_run_description(tmp_path, {"lr": 1}, {}, resumed_at={"step": 3}, device="cpu")
+    description = json.loads((tmp_path / "config.json").read_text())
+    assert description["environment"]["device"] == "cuda:0" and description["resumes"][0]["environment"]["device"] == "cpu"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert environment()["gpus"] == [] and "device" not in environment()
 
 
 @dataclass

@@ -223,7 +223,8 @@ class Experiment:
             try:
                 data = self.source_data()
                 if not os.path.exists(files.path("config.json")):
-                    write_run_description(run_dir, self.identity(settings).to_dict(), self.data_files())
+                    write_run_description(run_dir, self.identity(settings).to_dict(), self.data_files(),
+                                          device=self.device)
                 trainer = RunTrainer(data, settings, run_dir)
                 summary = trainer.train(on_epoch_end)
                 evaluated = evaluations(self, files, trainer)
@@ -286,7 +287,7 @@ def execute(plan: FinetunePlan, on_epoch_end: Optional[Callable[[dict[str, Any]]
                "config": plan.config, "summary": summary, "runs": records,
                # this command's machine (CPU kind, torch's kernel path): runs read from cache may have
                # trained elsewhere; their run directories' config.json name their own
-               "environment": environment()}
+               "environment": environment(exp.device)}
     text = selection.markdown(summary, f"xlt finetune {plan.task}: {exp.source} -> {', '.join(exp.targets)}", counts)
     output = plan.output
     with output_files_lock(output.root):

@@ -279,7 +279,7 @@ class RunTrainer:
             self.files.remove_best_except(self.best.file)  # written by the killed epoch after this state
             self.metrics.truncate_after(self.step)
             if os.path.exists(self.files.path("config.json")):
-                record_resume(self.run_dir, {"epoch": self.epoch})
+                record_resume(self.run_dir, {"epoch": self.epoch}, device=self.data.device)
             log.info(f"{self.run_dir}: resuming after epoch {self.epoch}")
         else:  # a fresh start: nothing of an attempt killed in its first epoch may survive
             self.files.remove_best_except(None)

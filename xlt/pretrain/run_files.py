@@ -32,7 +32,7 @@ INPUT_PATH_KEYS = ("vocab", "train", "dev", "codes")
 def describe_run(run_dir: str, resolved: dict[str, Any], vocab_path: str, vocab_sha256: str,
                  codes: Mapping[str, str], tokenizers: Mapping[str, TokenizerConfig],
                  stores: Mapping[str, Mapping[str, TokenStore]], resumed_at_step: Optional[int] = None,
-                 processes: int = 1) -> None:
+                 processes: int = 1, device: Optional[Any] = None) -> None:
     """Copy what later stages need to treat new text exactly as in training, and write config.json
     (a resumed run's adds this attempt to its resumes).
 
@@ -50,7 +50,7 @@ def describe_run(run_dir: str, resolved: dict[str, Any], vocab_path: str, vocab_
         lang: {**tok.to_dict(), "codes": f"codes.{lang}" if lang in codes else None}
         for lang, tok in tokenizers.items()})
     write_run_description(run_dir, resolved, {"vocab_sha256": vocab_sha256, "stores": _described(stores)},
-                          None if resumed_at_step is None else {"step": resumed_at_step}, processes)
+                          None if resumed_at_step is None else {"step": resumed_at_step}, processes, device)
 
 
 def _described(stores: Mapping[str, Mapping[str, TokenStore]]) -> dict[str, dict]:

@@ -44,6 +44,10 @@ from xlt.utils.rundir import MetricsLog, check_same_config, exclusive_lock
 from xlt.utils.seed import rng_state, seed_everything, set_rng_state
 
 EVAL_MASK_SEED = 12345  # dev perplexity always uses the same masks, whatever the training seed
+# Under torchrun the ranks decide a SIGTERM together at a read-back, so there is one at least this
+# often: torchrun kills its workers 30 s after passing the signal on, and a log interval of 1,000
+# steps of ~50 ms (the paper scale) would outlast that and lose the checkpoint.
+STOP_CHECK_EVERY = 10
 
 
 # what load_state_dict resumes from: the keys of state_dict
@@ -221,7 +225,8 @@ class Pretrainer:
     def _describe(self, resolved: dict[str, Any], resumed_at_step: Optional[int]) -> None:
         describe_run(self.run_dir, resolved, self.cfg.vocab, self.vocab.sha256, self.cfg.codes,
                      {lang: tokenizer_config(self.cfg, lang) for lang in self.languages},
-                     {"train": self.train_stores, "dev": self.dev_stores}, resumed_at_step, self.d.world_size)
+                     {"train": self.train_stores, "dev": self.dev_stores}, resumed_at_step, self.d.world_size,
+                     self.d.device)
 
     def train(self) -> dict[str, Any]:
         """Train to ``max_steps`` (resuming if the run directory has a checkpoint); return a summary.
@@ -273,7 +278,8 @@ class Pretrainer:
                 # Reading a loss back waits for the GPU, so it is done only where a number is needed or a
                 # file is written (a step never saves a NaN's weights). A single process looks at its
                 # SIGTERM flag at every step; ranks decide a stop together, at a read-back.
-                if not (logs or evaluates or snapshots or saves or (not self.d.enabled and stop.is_set())):
+                checks_stop = stop.is_set() if not self.d.enabled else self.step % STOP_CHECK_EVERY == 0
+                if not (logs or evaluates or snapshots or saves or checks_stop):
                     continue
                 loss, stopping = self._read_back(pending, stop.is_set())
                 pending = []

@@ -25,11 +25,12 @@ from xlt.utils.outputs import atomic_output, cannot_write, write_json
 from xlt.utils.textio import read_json
 
 
-def environment() -> dict[str, Any]:
+def environment(device: Optional[Any] = None) -> dict[str, Any]:
     """Versions, revision and processor: enough to tell two runs' software apart, and why two runs of
     the same software on the same inputs differ. A CPU run is bit-reproducible on one kind of CPU
     only: another kind takes other floating-point kernels (AVX-512 or AVX2 vector code, oneDNN and
-    MKL paths), so its results differ in the last digits and, through training, beyond them."""
+    MKL paths), so its results differ in the last digits and, through training, beyond them.
+    ``device``, the torch device the work ran on (``--device auto`` resolved), is recorded with it."""
     import numpy
     import torch
 
@@ -38,9 +39,10 @@ def environment() -> dict[str, Any]:
         "python": platform.python_version(),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
-        # the GPUs this process could use: with --device auto, a run used the first when there is one
+        # the GPUs this process could see, whether or not its work ran on one ("device" says)
         "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
         if torch.cuda.is_available() else [],
+        **({"device": str(device)} if device is not None else {}),
         "numpy": numpy.__version__,
         "platform": platform.platform(),
         "cpu": cpu_model(),
@@ -195,20 +197,21 @@ def check_same_config(run_dir: PathLike, resolved: dict[str, Any], mutable: tupl
 
 
 def write_run_description(run_dir: PathLike, resolved: dict[str, Any], inputs: dict[str, Any],
-                          resumed_at: Optional[dict[str, int]] = None, processes: int = 1) -> None:
+                          resumed_at: Optional[dict[str, int]] = None, processes: int = 1,
+                          device: Optional[Any] = None) -> None:
     """Write ``config.json``: the resolved config, the command line, versions, the number of processes
     (torchrun's: per-process settings such as the batch size multiply by it) and input checksums;
     for a resumed run (``resumed_at``, e.g. ``{"step": 7}``) see :func:`record_resume`."""
     path = os.path.join(os.fspath(run_dir), "config.json")
     if resumed_at is not None and os.path.exists(path):
-        record_resume(run_dir, resumed_at, resolved, inputs)
+        record_resume(run_dir, resumed_at, resolved, inputs, device)
     else:
-        write_json(path, {"config": resolved, "command": command_line(), "environment": environment(),
+        write_json(path, {"config": resolved, "command": command_line(), "environment": environment(device),
                           "processes": processes, "inputs": inputs})
 
 
 def record_resume(run_dir: PathLike, at: dict[str, int], resolved: Optional[dict[str, Any]] = None,
-                  inputs: Optional[dict[str, Any]] = None) -> None:
+                  inputs: Optional[dict[str, Any]] = None, device: Optional[Any] = None) -> None:
     """Add this attempt to ``config.json``'s ``resumes`` (where it picked up, its command, environment
     and the settings it changed), keeping the command and environment the run started with: a run
     carried on from another machine or CPU kind is bit-reproducible on neither, and says so."""
@@ -219,7 +222,7 @@ def record_resume(run_dir: PathLike, at: dict[str, int], resolved: Optional[dict
     # a key the description lacks is a setting added to xlt since, at its default (the resume was let
     # through on that): not a change
     changed = {k: [before[k], v] for k, v in resolved.items() if k in before and before[k] != v}
-    resume = {**at, "command": command_line(), "environment": environment(), "changed": changed}
+    resume = {**at, "command": command_line(), "environment": environment(device), "changed": changed}
     description.update(config=resolved, resumes=description.get("resumes", []) + [resume])
     if inputs is not None:
         description["inputs"] = inputs
