@@ -333,6 +333,31 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(inputs, tmp_path, monkeyp
     assert torch.load(tmp_path / "run" / "checkpoints" / "last.pt", weights_only=False)["step"] == 3
 
 
+def test_the_loss_is_read_back_only_where_it_is_logged_or_a_file_is_written(inputs, tmp_path, monkeypatch):
+    # On a GPU a read-back waits for every queued kernel: between such steps the CPU masks the next
+    # batch while the device trains, so a step in between must not read anything back.
+    from xlt.pretrain.config import PretrainConfig
+    from xlt.pretrain.plan import resolve
+    from xlt.pretrain.trainer import Pretrainer
+
+    root = inputs["root"]
+    cfg = PretrainConfig(vocab=str(root / "vocab"), train={l: str(root / f"{l}.train") for l in ("en", "fr")},
+                         dev={l: str(root / f"{l}.dev") for l in ("en", "fr")}, preset="tiny", stream_len=16,
+                         batch_size=4, max_steps=13, log_every=4, save_every=6, eval_every=10, snapshot_at=[7],
+                         warmup_steps=5)
+    trainer = Pretrainer(resolve(cfg), str(tmp_path / "run"))
+    read_at, real = [], trainer._read_back
+
+    def recording(pending, stop_requested):
+        read_at.append((trainer.step, len(pending)))
+        return real(pending, stop_requested)
+
+    monkeypatch.setattr(trainer, "_read_back", recording)
+    trainer.train()
+    # logs 4, 8, 12; saves 6, 12; evaluation 10; snapshot 7; the last step 13: each reads the steps since
+    assert read_at == [(4, 4), (6, 2), (7, 1), (8, 1), (10, 2), (12, 2), (13, 1)]
+
+
 @pytest.mark.parametrize("sharing", [["--sharing", "sep-emb"], ["--separate-layers", "1", "1"],
                                      ["--sharing", "sep-emb", "--separate-layers", "1", "1"]])
 def test_language_specific_parts_train_and_the_others_stay_put(inputs, tmp_path, sharing):

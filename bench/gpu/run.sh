@@ -6,7 +6,8 @@
 #   3. the whole pretraining loop (streams, masking, checkpoints): tokens/s, MFU, data wait; again
 #      with --compile (pretrain_compiled: measured on the step alone so far)
 #   4. the same loop at SCALE=gpu's settings (batch 64), for the reproduction guide's runtime estimate
-#   5. fine-tuning throughput per task (sentences/s) and padding waste
+#   5. fine-tuning throughput per task (sentences/s) and padding waste; finetune_profile: where an XNLI
+#      training step's time goes (torch.profiler, host and device)
 #   6. cuda_paths: every command's device path on a tiny model (bench/gpu/cuda_paths.sh)
 #   7. curve: a few minutes of SCALE=gpu's Default en-fr pretraining, dev perplexity against tokens
 #      (bench/gpu/curve.sh; CURVE_SECONDS, default 200)
@@ -26,7 +27,7 @@ DEVICE=${DEVICE:-cuda}
 LIMIT=${LIMIT:-240}
 FT_EXAMPLES=${FT_EXAMPLES:-2048}  # English examples per task for the fine-tuning figures
 export XLT_DEVICE=$DEVICE  # the pretraining loop finds CUDA itself; this lets DEVICE=cpu check the script
-wanted=" ${*:-flops vs_transformers pretrain pretrain_compiled pretrain_gpu_scale finetune cuda_paths curve} "
+wanted=" ${*:-flops vs_transformers pretrain pretrain_compiled pretrain_gpu_scale finetune finetune_profile cuda_paths curve} "
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 if compgen -G ".whl/*.whl" >/dev/null; then
@@ -53,6 +54,8 @@ bench pretrain "$PY" bench/bench_pretrain.py --preset "$PRESET" --batch "$BATCH"
 bench pretrain_compiled "$PY" bench/bench_pretrain.py --preset "$PRESET" --batch "$BATCH" --stream-len 256 --vocab-size 80000 --steps 60 --precision bf16 --compile
 bench pretrain_gpu_scale "$PY" bench/bench_pretrain.py --preset "$PRESET" --batch "$GPU_SCALE_BATCH" --stream-len 256 --vocab-size 40000 --steps 60 --precision auto
 bench finetune "$PY" bench/bench_finetune.py --preset "$PRESET" --device "$DEVICE" --data-dir build/gpu-bench/data --examples "$FT_EXAMPLES"
+bench finetune_profile "$PY" bench/bench_finetune.py --preset "$PRESET" --device "$DEVICE" --data-dir build/gpu-bench/data \
+    --examples 256 --tasks xnli --profile 23
 bench cuda_paths env DEVICE="${DEVICE/cuda/auto}" PYTHON="$PY" bash bench/gpu/cuda_paths.sh
 bench curve env OUT="$OUT" SECONDS_LIMIT="${CURVE_SECONDS:-200}" PYTHON="$PY" bash bench/gpu/curve.sh
 exit $failed
