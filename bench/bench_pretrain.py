@@ -9,11 +9,13 @@ Example:
     .venv/bin/python bench/bench_pretrain.py                          # CPU, small preset, fp32
     .venv/bin/python bench/bench_pretrain.py --precision bf16
     python bench/bench_pretrain.py --preset wu2020 --batch 96 --stream-len 256 --steps 60   # GPU, bf16
+    python bench/bench_pretrain.py --preset wu2020 --batch 96 --stream-len 256 --steps 30 --profile
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import tempfile
@@ -64,6 +66,8 @@ def main() -> None:
     ap.add_argument("--vocab-size", type=int, default=30000)
     ap.add_argument("--precision", default="auto")
     ap.add_argument("--compile", action="store_true", help="xlt pretrain --compile (CUDA only)")
+    ap.add_argument("--profile", action="store_true",
+                    help="torch.profiler over the whole run: where the loop's time goes beside the step's")
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -78,7 +82,8 @@ def main() -> None:
         trainer = Pretrainer(resolve(cfg), str(root / "run"), distributed.setup())
         device = trainer.d.device
         t0 = time.perf_counter()
-        trainer.train()
+        with profiled(args.profile, device) as prof:
+            trainer.train()
         wall = time.perf_counter() - t0
         records = [json.loads(l) for l in (root / "run" / "metrics.jsonl").read_text().splitlines()]
         steady = [r for r in records if "tokens_per_s" in r][1:]  # the first lines include warm-up
@@ -96,6 +101,21 @@ def main() -> None:
         print(f"data wait: {wait:.2f} s of {wall:.1f} s wall ({100 * wait / wall:.1f} %)")
         if device.type == "cuda":
             print(f"peak GPU memory: {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB")
+        if prof is not None:
+            print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=30))
+
+
+@contextlib.contextmanager
+def profiled(wanted: bool, device: torch.device):
+    """torch.profiler around the run when ``wanted`` (host and, on CUDA, device activity), else None."""
+    if not wanted:
+        yield None
+        return
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        yield prof
 
 
 if __name__ == "__main__":

@@ -3,8 +3,8 @@
 # that issues #3 and #4 ask for, one log per benchmark under $OUT (default build/gpu-bench/out).
 #   1. FLOPs per token and MFU of one wu2020 training step (batch 96 x 256, bf16)
 #   2. xlt against transformers' BertForMaskedLM of the same size, interleaved steps
-#   3. the whole pretraining loop (streams, masking, checkpoints): tokens/s, MFU, data wait; again
-#      with --compile (pretrain_compiled: measured on the step alone so far)
+#   3. the whole pretraining loop (streams, masking, checkpoints): tokens/s, MFU, data wait; its profile
+#      (pretrain_profile: what the loop adds to the step, 2026-12-04's open question); again with --compile
 #   4. the same loop at SCALE=gpu's settings (batch 64), for the reproduction guide's runtime estimate
 #   5. fine-tuning throughput per task (sentences/s) and padding waste; finetune_profile: where an XNLI
 #      training step's time goes (torch.profiler, host and device)
@@ -27,7 +27,7 @@ DEVICE=${DEVICE:-cuda}
 LIMIT=${LIMIT:-240}
 FT_EXAMPLES=${FT_EXAMPLES:-2048}  # English examples per task for the fine-tuning figures
 export XLT_DEVICE=$DEVICE  # the pretraining loop finds CUDA itself; this lets DEVICE=cpu check the script
-wanted=" ${*:-flops vs_transformers pretrain pretrain_compiled pretrain_gpu_scale finetune finetune_profile cuda_paths curve} "
+wanted=" ${*:-flops vs_transformers pretrain pretrain_profile pretrain_compiled pretrain_gpu_scale finetune finetune_profile cuda_paths curve} "
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 if compgen -G ".whl/*.whl" >/dev/null; then
@@ -51,6 +51,7 @@ bench() {  # bench NAME COMMAND...: if asked for, run with a time limit, keep a 
 bench flops "$PY" bench/bench_model_flops.py --preset "$PRESET" --batch "$BATCH" --vocab-size 80000 --dtype bf16 --steps 10 --device "$DEVICE" --profile
 bench vs_transformers "$PY" bench/bench_vs_transformers.py --preset "$PRESET" --batch "$BATCH" --vocab-size 80000 --dtype bf16 --steps 10 --device "$DEVICE"
 bench pretrain "$PY" bench/bench_pretrain.py --preset "$PRESET" --batch "$BATCH" --stream-len 256 --vocab-size 80000 --steps 60 --precision bf16
+bench pretrain_profile "$PY" bench/bench_pretrain.py --preset "$PRESET" --batch "$BATCH" --stream-len 256 --vocab-size 80000 --steps 30 --precision bf16 --profile
 bench pretrain_compiled "$PY" bench/bench_pretrain.py --preset "$PRESET" --batch "$BATCH" --stream-len 256 --vocab-size 80000 --steps 60 --precision bf16 --compile
 bench pretrain_gpu_scale "$PY" bench/bench_pretrain.py --preset "$PRESET" --batch "$GPU_SCALE_BATCH" --stream-len 256 --vocab-size 40000 --steps 60 --precision auto
 bench finetune "$PY" bench/bench_finetune.py --preset "$PRESET" --device "$DEVICE" --data-dir build/gpu-bench/data --examples "$FT_EXAMPLES"
