@@ -229,7 +229,8 @@ def tokenize_chunks(chunks: Iterable[list[str]], config: TokenizerConfig, worker
             yield [tokenizer.tokenize(line) for line in chunk]
         return
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    with multiprocessing.get_context(method).Pool(workers, _init_worker, (config, os.getpid())) as pool:
+    pool = multiprocessing.get_context(method).Pool(workers, _init_worker, (config, os.getpid()))
+    try:
         pending: deque[AsyncResult] = deque()
         for chunk in chunks:
             pending.append(pool.apply_async(_tokenize_chunk, (chunk,)))
@@ -237,6 +238,18 @@ def tokenize_chunks(chunks: Iterable[list[str]], config: TokenizerConfig, worker
                 yield pending.popleft().get()
         while pending:
             yield pending.popleft().get()
+    except BaseException as stopped:
+        # An error in the input (a line that is not UTF-8) or a caller that stops reading: the few
+        # chunks in flight finish and the workers leave by close/join below. Pool.terminate (what
+        # `with Pool` does) once left a worker waiting forever for the task queue's lock, which
+        # terminate takes first, and the command hung (2026-12-04, a test's --workers 2 run). SIGTERM
+        # and Ctrl-C do not wait for the chunks in flight.
+        if not isinstance(stopped, (Exception, GeneratorExit)):
+            pool.terminate()
+        raise
+    finally:
+        pool.close()
+        pool.join()
 
 
 def tokenize_lines(lines: Iterable[str], config: TokenizerConfig, workers: int = 1,
