@@ -92,6 +92,25 @@ def xlt():
 
 
 @pytest.fixture
+def attention_backends(monkeypatch) -> list[tuple[bool, bool, bool]]:
+    """What each call of ``F.scaled_dot_product_attention`` was allowed to choose, as (cuDNN, flash,
+    memory-efficient) flags read at the call: xlt keeps cuDNN's kernel out (a plan per batch shape)."""
+    import torch
+    import torch.nn.functional as F
+
+    seen: list[tuple[bool, bool, bool]] = []
+    real = F.scaled_dot_product_attention
+
+    def recording(*args, **kwargs):
+        seen.append((torch.backends.cuda.cudnn_sdp_enabled(), torch.backends.cuda.flash_sdp_enabled(),
+                     torch.backends.cuda.mem_efficient_sdp_enabled()))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", recording)
+    return seen
+
+
+@pytest.fixture
 def bilingual(tmp_path: Path) -> tuple[Path, Path]:
     """A 200-sentence parallel en/fr corpus from the synthetic grammar."""
     return synthetic.write_corpus(tmp_path, n=200, seed=0)

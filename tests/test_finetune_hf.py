@@ -77,24 +77,14 @@ def test_inputs_segments_and_states_are_the_models_own(models, name):
 
 
 @pytest.mark.parametrize("name", ["bert", "xlmr"])
-def test_the_models_attention_is_never_cudnns(models, name, monkeypatch):
+def test_the_models_attention_is_never_cudnns(models, name, attention_backends):
     # as xlt's own encoder (tests/test_model.py): cuDNN builds a plan for every new batch shape
-    import torch.nn.functional as F
-
-    allowed = []
-
-    def recording(*args, **kwargs):
-        allowed.append(torch.backends.cuda.cudnn_sdp_enabled())
-        return real(*args, **kwargs)
-
-    real = F.scaled_dot_product_attention
-    monkeypatch.setattr(F, "scaled_dot_product_attention", recording)
     run = HFFinetuneModel.load(str(models / name), "best")
     text = run.text("en")
     ids, mask = pad_model_inputs(text, [model_input(text, line) for line in text.encode_lines(["the cat .", "a dog"])])
     with torch.no_grad():
         run.model.encoder.eval()(ids, "en", mask)
-    assert allowed == [False] * len(allowed) and allowed   # every layer's call, none with cuDNN
+    assert attention_backends and not any(cudnn for cudnn, _, _ in attention_backends)   # every layer's call
 
 
 @pytest.mark.parametrize("name", ["bert", "xlmr"])
