@@ -19,8 +19,9 @@ from xlt.data.store import TokenStore
 from xlt.pretrain.config import ADDED_DEFAULTS, MUTABLE_KEYS
 from xlt.text.tokenize import TokenizerConfig
 from xlt.utils.errors import XltError
-from xlt.utils.outputs import atomic_path, remove_stale_temporaries, write_json
-from xlt.utils.rundir import write_run_description
+from xlt.pretrain.snapshots import remove_snapshots
+from xlt.utils.outputs import atomic_path, make_directory, remove_stale_temporaries, write_json
+from xlt.utils.rundir import check_same_config, write_run_description
 from xlt.utils.textio import file_sha256, read_json
 
 STORE_HEADER_KEYS = ("vocab_sha256", "n_sentences", "n_tokens", "source_sha256", "unk_rate")
@@ -51,6 +52,31 @@ def describe_run(run_dir: str, resolved: dict[str, Any], vocab_path: str, vocab_
         for lang, tok in tokenizers.items()})
     write_run_description(run_dir, resolved, {"vocab_sha256": vocab_sha256, "stores": _described(stores)},
                           None if resumed_at_step is None else {"step": resumed_at_step}, processes, device)
+
+
+def start_or_resume(run_dir: str, resolved: dict[str, Any], vocab_sha256: str, codes: Mapping[str, str],
+                    stores: Mapping[str, Mapping[str, TokenStore]]) -> bool:
+    """Create or check ``run_dir`` (rank 0's work) for a run of the ``resolved`` settings on these
+    inputs; True when it resumes from its last checkpoint, False when it starts over."""
+    checkpoints = os.path.join(run_dir, "checkpoints")
+    last, best = os.path.join(checkpoints, "last.pt"), os.path.join(checkpoints, "best.pt")
+    make_directory(checkpoints)
+    remove_leftovers(run_dir)
+    # Without a checkpoint there is nothing to resume: whatever an earlier attempt (failed or
+    # killed before its first save, maybe with other settings) left is started over.
+    changed = changed_inputs(run_dir, vocab_sha256, codes, stores)
+    if os.path.exists(last) and changed:
+        # Same paths are not the same data: a store binarized again from other text, or a
+        # rebuilt vocabulary, would be trained on silently (or mismatch the embeddings).
+        raise XltError(f"run directory holds a run trained on other inputs ({', '.join(changed)} "
+                       "changed); use a new directory", os.path.join(run_dir, "config.json"))
+    moved = INPUT_PATH_KEYS if changed == [] else ()
+    resuming = os.path.exists(last) and check_same_config(run_dir, resolved, MUTABLE_KEYS + moved, ADDED_DEFAULTS)
+    if not resuming:  # what an attempt that is started over left is not this run's
+        if os.path.exists(best):
+            os.unlink(best)
+        remove_snapshots(checkpoints)
+    return resuming
 
 
 def _described(stores: Mapping[str, Mapping[str, TokenStore]]) -> dict[str, dict]:

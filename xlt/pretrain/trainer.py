@@ -16,6 +16,7 @@ import math
 import os
 import threading
 import time
+from itertools import islice
 from typing import Any, Optional
 
 import torch
@@ -29,18 +30,17 @@ from xlt.model.encoder import start_copies_equal
 from xlt.model.heads import MaskedLM
 from xlt.pretrain import distributed
 from xlt.pretrain.checkpoint import save_checkpoint
-from xlt.pretrain.config import ADDED_DEFAULTS, MUTABLE_KEYS
+from xlt.pretrain.evaluation import masked_perplexity
 from xlt.pretrain.plan import PretrainPlan, open_stores, tokenizer_config
-from xlt.pretrain.run_files import (INPUT_PATH_KEYS, changed_inputs, check_pretraining_run, describe_run,
-                                    remove_leftovers, sigterm_requested)
+from xlt.pretrain.run_files import check_pretraining_run, describe_run, sigterm_requested, start_or_resume
 from xlt.pretrain.schedule import inverse_sqrt_schedule
-from xlt.pretrain.snapshots import remove_snapshots, snapshot_due, write_snapshot
+from xlt.pretrain.snapshots import snapshot_due, write_snapshot
 from xlt.pretrain.unigram import unigram_log_probs
 from xlt.text.vocab import Vocabulary
 from xlt.utils import log
 from xlt.utils.errors import Terminated, XltError
 from xlt.utils.outputs import make_directory
-from xlt.utils.rundir import MetricsLog, check_same_config, exclusive_lock
+from xlt.utils.rundir import MetricsLog, exclusive_lock
 from xlt.utils.seed import rng_state, seed_everything, set_rng_state
 
 EVAL_MASK_SEED = 12345  # dev perplexity always uses the same masks, whatever the training seed
@@ -190,25 +190,8 @@ class Pretrainer:
         return distributed.on_main(self.d, self._prepare_run_dir)
 
     def _prepare_run_dir(self) -> bool:
-        make_directory(self._path(""))
-        remove_leftovers(self.run_dir)
-        # Without a checkpoint there is nothing to resume: whatever an earlier attempt (failed or
-        # killed before its first save, maybe with other settings) left is started over.
-        changed = changed_inputs(self.run_dir, self.vocab.sha256, self.cfg.codes,
-                                 {"train": self.train_stores, "dev": self.dev_stores})
-        if os.path.exists(self._path("last.pt")) and changed:
-            # Same paths are not the same data: a store binarized again from other text, or a
-            # rebuilt vocabulary, would be trained on silently (or mismatch the embeddings).
-            raise XltError(f"run directory holds a run trained on other inputs ({', '.join(changed)} "
-                           "changed); use a new directory", os.path.join(self.run_dir, "config.json"))
-        moved = INPUT_PATH_KEYS if changed == [] else ()
-        resuming = os.path.exists(self._path("last.pt")) and check_same_config(
-            self.run_dir, self.plan.to_dict(), MUTABLE_KEYS + moved, ADDED_DEFAULTS)
-        if not resuming:  # what an attempt that is started over left is not this run's
-            if os.path.exists(self._path("best.pt")):
-                os.unlink(self._path("best.pt"))
-            remove_snapshots(self._path(""))
-        return resuming
+        return start_or_resume(self.run_dir, self.plan.to_dict(), self.vocab.sha256, self.cfg.codes,
+                               {"train": self.train_stores, "dev": self.dev_stores})
 
     def _check_resumable(self) -> None:
         """What a resumed run cannot do, refused before its description says it will: go back to fewer
@@ -364,24 +347,12 @@ class Pretrainer:
         result = {}
         for lang, store in self.dev_stores.items():
             gen = torch.Generator().manual_seed(EVAL_MASK_SEED)
-            total, count, unigram_total = 0.0, 0, 0.0
+            windows = islice(iterate_eval(store, self.cfg.stream_len, self.cfg.batch_size), self.cfg.eval_batches)
+            batches = (self.masking(self._known_ids(w, store), lang, gen, eval_mode=True) for w in windows)
             log_p = None if lang in self.unigram_ppl else unigram_log_probs(self.streams[lang].tokens, len(self.vocab))
-            for i, windows in enumerate(iterate_eval(store, self.cfg.stream_len, self.cfg.batch_size)):
-                if self.cfg.eval_batches is not None and i >= self.cfg.eval_batches:
-                    break
-                masked = self.masking(self._known_ids(windows, store), lang, gen, eval_mode=True)
-                n = masked.target_ids.numel()
-                if n == 0:
-                    continue
-                with self._autocast():
-                    loss = self.model(masked.input_ids.to(self.d.device), lang, None,
-                                      masked.flat_positions.to(self.d.device), masked.target_ids.to(self.d.device))
-                total, count = total + loss.float().item() * n, count + n
-                if log_p is not None:
-                    unigram_total -= float(log_p[masked.target_ids.numpy()].sum())
-            result[lang] = math.exp(total / count) if count else math.nan
-            if log_p is not None:
-                self.unigram_ppl[lang] = math.exp(unigram_total / count) if count else math.nan
+            result[lang], unigram = masked_perplexity(self.model, batches, lang, self.d.device, self._autocast, log_p)
+            if unigram is not None:
+                self.unigram_ppl[lang] = unigram
         return result
 
     def _evaluate_and_select(self) -> None:
