@@ -245,4 +245,9 @@ def test_embed_train_errors_are_one_line(tmp_path):
                                   tmp_path / "o"), "unknown device 'gpu'")
     assert_one_line_error(run_xlt("embed", "train", "--text", "en", en, "--text", "en", en, "-o", tmp_path / "o"),
                           "a language is given twice")
+    # a setting of the other method would be ignored without a word
+    assert_one_line_error(run_xlt("embed", "train", "--text", "en", en, "--x-max", "10", "-o", tmp_path / "o"),
+                          "--x-max is a glove setting and --method is word2vec")
+    assert_one_line_error(run_xlt("embed", "train", "--method", "glove", "--sample", "0", "--text", "en", en, "-o",
+                                  tmp_path / "o"), "--sample is a word2vec setting and --method is glove")
     assert not (tmp_path / "o").exists() and not (tmp_path / "o.json").exists()

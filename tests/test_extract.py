@@ -167,6 +167,8 @@ def test_cli_errors_leave_no_output(run_dir, sentences, tmp_path, capsys):
                           "layer 9")
     assert_one_line_error(run_in_process(capsys, *base, "--lang", "en", tmp_path / "missing.txt", "-o",
                                          tmp_path / "x"), "missing.txt")
+    assert_one_line_error(run_in_process(capsys, *base, "--lang", "en", "--pooling", "mean", text, "-o", tmp_path / "x"),
+                          "--pooling pools a word's subwords and --level is sentence")   # it would be ignored
     assert not list(tmp_path.glob("x*"))
 
 

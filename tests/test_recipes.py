@@ -198,6 +198,19 @@ def test_unreachable_url_and_no_source_say_where_to_get_the_file(tmp_path, http_
     with pytest.raises(XltError, match="no byte-identical download") as err:
         fetch(["nowhere"], data=tmp_path / "data", mirror=None, recipes=recipes)
     assert err.value.path == "toy/g.txt" and "XLT_DATA_MIRROR" in err.value.message
+    assert not (tmp_path / "data").exists()   # no empty recipe folder that looks half-fetched
+
+
+def test_a_failed_fetch_keeps_the_files_that_landed_and_no_empty_folder(tmp_path):
+    write_recipe(tmp_path / "recipes", "half", [{"path": "toy/a.txt", "sha256": sha(b"alpha\n"),
+                                                 "url": (tmp_path / "a.txt").as_uri()},
+                                                {"path": "toy/deeper/b.txt", "sha256": sha(b"b")}])
+    (tmp_path / "a.txt").write_bytes(b"alpha\n")
+    (tmp_path / "data").mkdir()
+    with pytest.raises(XltError, match="no byte-identical download"):
+        fetch(["half"], data=tmp_path / "data", mirror=None, recipes=load_recipes(tmp_path / "recipes"))
+    assert sorted(p.relative_to(tmp_path / "data").as_posix() for p in (tmp_path / "data").rglob("*")) == \
+        ["toy", "toy/a.txt"]   # toy/deeper, made for b.txt, is gone
 
 
 def test_cli_fetch_and_list_with_environment_variables(fake, monkeypatch):

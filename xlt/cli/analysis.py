@@ -6,7 +6,7 @@ from typing import Optional
 
 import click
 
-from xlt.cli.options import OutputPath, checkpoint_option, device_option, finetuned_option
+from xlt.cli.options import OutputPath, checkpoint_option, device_option, finetuned_option, given_on_command_line, unused_setting
 
 RUN_HELP = "An xlt run directory (xlt pretrain), a transformers model directory, or hf:NAME."
 # Not click.Path: hf:NAME is a model name, not a file.
@@ -55,6 +55,8 @@ def extract(run_dir: str, lang: str, level: str, pooling: str, layers: Optional[
     """
     from xlt.analysis.extract import extract_to_files, parse_layers
 
+    if level != "word" and given_on_command_line("pooling"):
+        raise unused_setting("pooling", f"pools a word's subwords and --level is {level}")
     extract_to_files(run_dir, lang, input_path, output, level, pooling, parse_layers(layers), checkpoint,
                      batch_size, device, include_specials, random_seed, finetuned)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from xlt.cli.options import OutputPath, build_config, dataclass_options
-from xlt.embed.config import EmbedConfig
+from xlt.cli.options import OutputPath, build_config, dataclass_options, given_on_command_line, unused_setting
+from xlt.embed.config import GLOVE_ONLY, WORD2VEC_ONLY, EmbedConfig
 
 
 @click.group()
@@ -44,4 +44,8 @@ def train(texts, output, **settings):
     """
     from xlt.embed.train import train_embeddings
 
-    train_embeddings(list(texts), output, build_config(EmbedConfig, settings))
+    config = build_config(EmbedConfig, settings)
+    other = "glove" if config.method == "word2vec" else "word2vec"
+    if unused := given_on_command_line(*(GLOVE_ONLY if other == "glove" else WORD2VEC_ONLY)):
+        raise unused_setting(unused[0], f"is a {other} setting and --method is {config.method}")
+    train_embeddings(list(texts), output, config)

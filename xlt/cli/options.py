@@ -82,6 +82,20 @@ def dataclass_options(cls: type, skip: Iterable[str] = (),
     return decorate
 
 
+def given_on_command_line(*names: str) -> list[str]:
+    """Those of the current command's parameters ``names`` that its command line set (a default, an
+    environment variable or a config file did not): for refusing a setting the command would ignore."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    return [name for name in names if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE]
+
+
+def unused_setting(name: str, why: str) -> XltError:
+    """The one error line for an option given that plays no part in this run."""
+    return XltError(f"--{name.replace('_', '-')} {why}: leave it out")
+
+
 def build_config(cls: type, values: dict[str, Any]):
     """Instantiate ``cls`` from click's values (pairs become dicts; unset optional values stay defaults)."""
     hints = typing.get_type_hints(cls)

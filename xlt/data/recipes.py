@@ -37,7 +37,7 @@ from typing import BinaryIO, Callable, Literal, Optional, Union
 from xlt import __version__
 from xlt.utils import log
 from xlt.utils.errors import XltError
-from xlt.utils.outputs import atomic_path
+from xlt.utils.outputs import atomic_path, directory_for_outputs
 from xlt.utils.textio import file_sha256, read_numbered_lines
 
 RECIPE_FILES = Path(__file__).resolve().parent / "recipe_files"
@@ -241,9 +241,9 @@ def _fetch_file(recipe: Recipe, item: RecipeFile, data: Path, mirror: Optional[P
     if dest.is_file() and (item.sha256 is None or file_sha256(dest) == item.sha256):
         report.present.append(item.path)
         return
-    dest.parent.mkdir(parents=True, exist_ok=True)
     origin = mirror / item.path if mirror is not None and (mirror / item.path).is_file() else None
-    with atomic_path(dest) as tmp:
+    # a file that cannot be had leaves no empty recipe folder behind (it would look half-fetched)
+    with directory_for_outputs(dest.parent), atomic_path(dest) as tmp:
         if origin is not None:
             with open(origin, "rb") as src:
                 got = _copy_hashing(src, tmp)
@@ -279,8 +279,7 @@ def _prepare(recipe: Recipe, step: PrepareStep, data: Path, report: FetchReport)
             (step.sha256 is None or file_sha256(output) == step.sha256):
         report.present.append(step.output)
         return
-    output.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(output) as tmp:
+    with directory_for_outputs(output.parent), atomic_path(output) as tmp:
         PREPARERS[step.function](inputs, Path(tmp))
         if step.sha256 is not None and (got := file_sha256(Path(tmp))) != step.sha256:
             raise XltError(f"prepared file has sha256 {got}, recipe {recipe.name} expects {step.sha256} "
