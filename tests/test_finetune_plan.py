@@ -38,7 +38,7 @@ def fake_run(root: Path) -> Path:
     (run / "checkpoints").mkdir(parents=True)
     for name in ("vocab", "text.json", "checkpoints/best.pt"):
         (run / name).write_text("")
-    (run / "config.json").write_text(json.dumps({"config": {"model": {"languages": ["en", "fr"]}}}))
+    (run / "config.json").write_text(json.dumps({"config": {"model": {"languages": ["en", "fr"], "n_layers": 4}}}))
     return run
 
 
@@ -128,3 +128,7 @@ def test_dry_run_prints_the_plan_and_runs_nothing(tmp_path, capsys):
     assert not out.exists()   # nothing written
     missing = [a if a != files["dev"][1] else str(tmp_path / "nowhere") for a in args]
     assert_one_line_error(run_in_process(capsys, *missing), "nowhere", "no such dev file")
+    # the model's depth is in its metadata: a plan no run could follow is refused before any weight loads
+    assert_one_line_error(run_in_process(capsys, *args, "--freeze-bottom", "5"), "--freeze-bottom 5: the model has "
+                          "only 4 layers")
+    assert run_in_process(capsys, *args, "--freeze-bottom", "4").returncode == 0

@@ -27,7 +27,7 @@ from xlt.model.hf import HFTextModel, layer_output_modules
 from xlt.model.hf_finetune import HFFinetuneModel, check_checkpoint, config_languages
 from xlt.model.protocol import TextModel
 from xlt.model.spec import hf_model_dir, is_hf_model, model_source
-from xlt.model.xlt_run import PretrainedRun, checkpoint_path, run_languages
+from xlt.model.xlt_run import PretrainedRun, checkpoint_path, run_languages, run_model_settings
 from xlt.utils.errors import XltError
 from xlt.utils.textio import file_sha256
 
@@ -96,6 +96,10 @@ def _xlt_weights(choice: ModelChoice) -> str:
 
 def _xlt_check(choice: ModelChoice, use: FinetuneUse) -> None:
     checkpoint_path(choice.spec, _xlt_weights(choice))
+    # so that --dry-run refuses it too (the runner checks the loaded model's config again)
+    n_layers = run_model_settings(choice.spec).get("n_layers")
+    if isinstance(n_layers, int) and use.freeze_bottom > n_layers:
+        raise XltError(f"--freeze-bottom {use.freeze_bottom}: the model has only {n_layers} layers", choice.spec)
 
 
 def _xlt_finetuning(choice: ModelChoice, use: FinetuneUse) -> Loaded:

@@ -61,17 +61,23 @@ def checkpoint_path(run_dir: PathLike, checkpoint: str = "best") -> str:
     return path
 
 
-def run_languages(run_dir: PathLike) -> list[str]:
-    """The run's languages in its model's order, no weights loaded: config.json's model settings (what
-    the checkpoints' model config was made from), else the languages of text.json."""
-    run_dir = os.fspath(run_dir)
+def run_model_settings(run_dir: PathLike) -> dict:
+    """config.json's model settings (what the checkpoints' model config was made from), no weights
+    loaded; empty where the run has none readable (the checkpoint is then the only word)."""
     try:
-        languages = read_json(os.path.join(run_dir, "config.json"))["config"]["model"]["languages"]
-        if isinstance(languages, list) and all(isinstance(lang, str) for lang in languages):
-            return list(languages)
+        settings = read_json(os.path.join(os.fspath(run_dir), "config.json"))["config"]["model"]
     except (XltError, KeyError, TypeError):
-        pass
-    return list(read_json(os.path.join(run_dir, "text.json"), "run text settings"))
+        return {}
+    return settings if isinstance(settings, dict) else {}
+
+
+def run_languages(run_dir: PathLike) -> list[str]:
+    """The run's languages in its model's order, no weights loaded: config.json's model settings,
+    else the languages of text.json."""
+    languages = run_model_settings(run_dir).get("languages")
+    if isinstance(languages, list) and all(isinstance(lang, str) for lang in languages):
+        return list(languages)
+    return list(read_json(os.path.join(os.fspath(run_dir), "text.json"), "run text settings"))
 
 
 @dataclass
