@@ -376,3 +376,28 @@ def test_records_are_whole_lines_appended(tmp_path):
     other = str(tmp_path / "other.jsonl")
     append_records(other, [Record("r", "R", "step-1", 1, "dev_ppl", "en", None, float("nan"), 3.0, False, 1.0)])
     assert read_records(other)[0]["value"] is None  # JSON has no NaN
+
+
+def test_a_setting_given_otherwise_than_the_records_were_made_with_is_refused(world, tmp_path, capsys):
+    # records are found by (run, snapshot, measure): a changed setting would measure only new snapshots its way
+    run, out = fresh_run(world, tmp_path, (5,)), tmp_path / "track"
+    track(capsys, run, out, "--measures", "cka", "--parallel", *world["parallel"], "--max-sentences", "40")
+    before = records(out)
+    assert_one_line_error(run_in_process(capsys, "track", "--run", run, "-o", out, "--device", "cpu", "--measures",
+                                         "cka", "--parallel", *world["parallel"], "--max-sentences", "30"),
+                          f"{out / 'settings.json'}: --max-sentences 30: this tracking directory's records were made "
+                          "with 40")
+    other = tmp_path / "other.fr"
+    other.write_text(Path(world["parallel"][1]).read_text().replace("a", "b"))
+    assert_one_line_error(run_in_process(capsys, "track", "--run", run, "-o", out, "--device", "cpu", "--measures",
+                                         "cka", "--parallel", world["parallel"][0], other, "--max-sentences", "40"),
+                          "--parallel: this tracking directory's records were made with files of other content")
+    assert records(out) == before
+    # the same content elsewhere is the same file; a setting given for the first time is added
+    moved = tmp_path / "moved.fr"
+    shutil.copy(world["parallel"][1], moved)
+    track(capsys, run, out, "--measures", "cka", "--measures", "word_p1", "--parallel", world["parallel"][0], moved,
+          "--max-sentences", "40", "--dictionary", world["dictionary"])
+    assert {r["measure"] for r in records(out)[len(before):]} == {"word_p1"}
+    settings = json.loads((out / "settings.json").read_text())
+    assert settings["max_sentences"] == 40 and settings["dictionary"] and settings["tatoeba"] is None

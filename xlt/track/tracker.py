@@ -21,6 +21,7 @@ from xlt.track.config import MEASURES, NEEDS, RANDOM, RANDOM_SEED, TrackConfig, 
 from xlt.track.data import TrackData, load_data, prepare_ner
 from xlt.track.measures import HIGHER_IS_BETTER, MEASURE_FUNCTIONS, Deferred, SnapshotEval
 from xlt.track.records import RECORDS, Record, RecordIndex, append_records
+from xlt.track.settings import check_and_record
 from xlt.track.snapshots import list_snapshots, run_slug, snapshot_label, snapshot_lock
 from xlt.track.textmemo import MemoText, TextMemo
 from xlt.utils import log
@@ -280,6 +281,7 @@ def track(cfg: TrackConfig) -> TrackSummary:
     device = resolve_device(cfg.device)
     data = load_data(cfg, measures)   # a bad data file is refused before the tracking directory exists
     make_directory(cfg.output)
+    check_and_record(cfg)   # before any record: one directory, one setting per measure
     records = RecordIndex(os.path.join(cfg.output, RECORDS))
     summary = TrackSummary()
     for index in range(len(cfg.runs)):
