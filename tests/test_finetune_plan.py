@@ -132,3 +132,24 @@ def test_dry_run_prints_the_plan_and_runs_nothing(tmp_path, capsys):
     assert_one_line_error(run_in_process(capsys, *args, "--freeze-bottom", "5"), "--freeze-bottom 5: the model has "
                           "only 4 layers")
     assert run_in_process(capsys, *args, "--freeze-bottom", "4").returncode == 0
+
+
+@pytest.mark.parametrize("extra, fragment", [
+    (["--warmup-fraction", "0.2"], "--warmup-fraction warms up the linear schedule and this task's is constant"),
+    (["--shift-alpha", "2"], "--shift-alpha weighs a --shift and none is given"),
+    (["--map-layer", "2"], "--map-layer chooses a layer of a --map-dir and none is given"),
+    (["--lstm-dim", "64"], "--lstm-dim is for --model static:FILE"),
+    (["--lang-embedding-at-test", "source"], "this model has no language embeddings"),
+])
+def test_an_option_that_would_play_no_part_is_refused_not_recorded(tmp_path, capsys, extra, fragment):
+    run, files = fake_run(tmp_path), data(tmp_path)
+    described = json.loads((run / "config.json").read_text())
+    described["config"]["model"]["lang_embeddings"] = False
+    (run / "config.json").write_text(json.dumps(described))
+    args = ["finetune", "xnli", "--model", run, "-o", tmp_path / "out", "--train", "en", files["train"][1],
+            "--dev", "en", files["dev"][1], "--eval", "fr", *files["eval"]["fr"], "--eval", "en", *files["eval"]["en"],
+            "--dry-run"]
+    assert run_in_process(capsys, *args).returncode == 0
+    assert_one_line_error(run_in_process(capsys, *args, *extra), fragment)
+    # under the linear schedule the warm-up plays its part
+    assert run_in_process(capsys, *args, "--schedule", "linear", "--warmup-fraction", "0.2").returncode == 0

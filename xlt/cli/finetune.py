@@ -10,7 +10,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from xlt.cli.options import OutputPath, build_config, dataclass_options
+from xlt.cli.options import OutputPath, build_config, dataclass_options, given_on_command_line, unused_setting
 from xlt.finetune.config import FinetuneConfig, read_config_file
 from xlt.utils.errors import XltError
 
@@ -126,14 +126,23 @@ def finetune(task: str, config_file: str | None, targets, eval_, task_settings, 
     if shift:
         merged["shift"] = list(shift)
     cfg = build_config(FinetuneConfig, merged)
+    from xlt.finetune.plan import make_plan
+
+    plan = make_plan(cfg)
+    # options that would play no part, refused rather than recorded as if they had
+    if given_on_command_line("warmup_fraction") and all(s.schedule == "constant" for s in plan.grid):
+        raise unused_setting("warmup_fraction", "warms up the linear schedule and this task's is constant "
+                                                "(--schedule linear)")
+    if given_on_command_line("shift_alpha") and not cfg.shift:
+        raise unused_setting("shift_alpha", "weighs a --shift and none is given")
+    if plan.model.kind != "static" and (unused := given_on_command_line("codes", "lstm_dim")):
+        raise unused_setting(unused[0], "is for --model static:FILE")
     if dry_run:
-        from xlt.finetune.plan import make_plan
-
-        click.echo(make_plan(cfg).describe(), nl=False)
+        click.echo(plan.describe(), nl=False)
         return
-    from xlt.finetune.runner import finetune as run
+    from xlt.finetune.runner import execute
 
-    outcome = run(cfg)
+    outcome = execute(plan)
     click.echo(outcome.markdown, nl=False)
     if outcome.exit_code:
         sys.exit(outcome.exit_code)

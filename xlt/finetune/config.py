@@ -216,6 +216,8 @@ class FinetuneConfig:
             raise XltError(f"--precision must be auto, fp32 or bf16, got {self.precision!r}")
         if (self.shift_layer is None) != (not self.shift):
             raise XltError("--shift and --shift-layer go together")
+        if self.map_layer is not None and not self.map_dir:
+            raise XltError("--map-layer chooses a layer of a --map-dir and none is given")
 
     def source_language(self) -> str:
         """The source language: --source, else the language of --train/--dev, else en; they must agree."""

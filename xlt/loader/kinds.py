@@ -87,6 +87,9 @@ class ModelKind:
     text_model: Optional[Callable[[str, str, str], TextModel]]
 
 
+NO_LANG_EMBEDDINGS = "--lang-embedding-at-test source: this model has no language embeddings (it would change nothing)"
+
+
 # ---- xlt runs ---------------------------------------------------------------------------------------
 
 def _xlt_weights(choice: ModelChoice) -> str:
@@ -97,9 +100,11 @@ def _xlt_weights(choice: ModelChoice) -> str:
 def _xlt_check(choice: ModelChoice, use: FinetuneUse) -> None:
     checkpoint_path(choice.spec, _xlt_weights(choice))
     # so that --dry-run refuses it too (the runner checks the loaded model's config again)
-    n_layers = run_model_settings(choice.spec).get("n_layers")
-    if isinstance(n_layers, int) and use.freeze_bottom > n_layers:
-        raise XltError(f"--freeze-bottom {use.freeze_bottom}: the model has only {n_layers} layers", choice.spec)
+    model = run_model_settings(choice.spec)
+    if isinstance(model.get("n_layers"), int) and use.freeze_bottom > model["n_layers"]:
+        raise XltError(f"--freeze-bottom {use.freeze_bottom}: the model has only {model['n_layers']} layers", choice.spec)
+    if use.lang_embedding_at_test == "source" and model.get("lang_embeddings") is False:
+        raise XltError(NO_LANG_EMBEDDINGS, choice.spec)
 
 
 def _xlt_finetuning(choice: ModelChoice, use: FinetuneUse) -> Loaded:
@@ -122,8 +127,7 @@ XLT = ModelKind("xlt", claims=lambda spec: True, languages=lambda choice: run_la
 def _hf_check(choice: ModelChoice, use: FinetuneUse) -> None:
     check_checkpoint(choice.spec, choice.checkpoint)
     if use.lang_embedding_at_test == "source" and not config_languages(choice.spec, choice.checkpoint):
-        raise XltError("--lang-embedding-at-test source: this model has no language embeddings (it would "
-                       "change nothing)", model_source(hf_model_dir(choice.spec, choice.checkpoint)))
+        raise XltError(NO_LANG_EMBEDDINGS, model_source(hf_model_dir(choice.spec, choice.checkpoint)))
 
 
 def _hf_finetuning(choice: ModelChoice, use: FinetuneUse) -> Loaded:
@@ -152,6 +156,8 @@ def _static_check(choice: ModelChoice, use: FinetuneUse) -> None:
     if choice.checkpoint != "best" or use.transforms or use.freeze_bottom:
         raise XltError("--model static:FILE takes no --checkpoint, --map-dir, --shift or --freeze-bottom "
                        "(the vectors are frozen, there are no layers)", choice.spec)
+    if use.lang_embedding_at_test == "source":
+        raise XltError(NO_LANG_EMBEDDINGS, choice.spec)
 
 
 def _static_finetuning(choice: ModelChoice, use: FinetuneUse) -> Loaded:
