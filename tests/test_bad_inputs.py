@@ -161,3 +161,6 @@ def test_cka_refuses_a_text_beside_the_representations_it_would_leave_unread(tmp
     res = run_xlt("cka", "compare", "--reps-a", tmp_path / "a", "--text-a", tmp_path / "a.txt", "--reps-b",
                   tmp_path / "b", "--label", "x", "--column", "y", "-o", tmp_path / "out")
     assert_one_line_error(res, "--reps-a is side A's representations: --text-a would be ignored")
+    res = run_xlt("cka", "compare", "--reps-a", tmp_path / "a", "--reps-b", tmp_path / "b", "--model-b", tmp_path / "m",
+                  "--label", "x", "--column", "y", "-o", tmp_path / "out")
+    assert_one_line_error(res, "--reps-b is side B's representations: --model-b would be ignored")

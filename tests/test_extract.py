@@ -169,6 +169,8 @@ def test_cli_errors_leave_no_output(run_dir, sentences, tmp_path, capsys):
                                          tmp_path / "x"), "missing.txt")
     assert_one_line_error(run_in_process(capsys, *base, "--lang", "en", "--pooling", "mean", text, "-o", tmp_path / "x"),
                           "--pooling pools a word's subwords and --level is sentence")   # it would be ignored
+    assert_one_line_error(run_in_process(capsys, *base, "--lang", "en", "--level", "word", "--include-specials", text,
+                                         "-o", tmp_path / "x"), "--include-specials is for --level sentence or token")
     assert not list(tmp_path.glob("x*"))
 
 

@@ -57,6 +57,8 @@ def extract(run_dir: str, lang: str, level: str, pooling: str, layers: Optional[
 
     if level != "word" and given_on_command_line("pooling"):
         raise unused_setting("pooling", f"pools a word's subwords and --level is {level}")
+    if level == "word" and include_specials:
+        raise unused_setting("include_specials", "is for --level sentence or token (a word has no </s>)")
     extract_to_files(run_dir, lang, input_path, output, level, pooling, parse_layers(layers), checkpoint,
                      batch_size, device, include_specials, random_seed, finetuned)
 
@@ -139,7 +141,7 @@ def compare(model_a, lang_a, text_a, reps_a, model_b, lang_b, text_b, reps_b, ra
     from xlt.report.cka_plots import show_column
 
     a = _side("a", model_a, lang_a, text_a, reps_a, None)
-    b = _side("b", model_b or model_a, lang_b, text_b, reps_b, random_b)
+    b = _side("b", model_b or model_a, lang_b, text_b, reps_b, random_b, own_model=model_b)
     settings = CompareSettings(parse_layers(layers), debiased, matrix, n_sentences, include_specials, checkpoint,
                                batch_size, device)
     prefix = _prefix(output, ".json", ".json", ".png")
@@ -147,14 +149,14 @@ def compare(model_a, lang_a, text_a, reps_a, model_b, lang_b, text_b, reps_b, ra
     write_column(result, prefix, show_column)   # the layer x layer matrix if computed, else the column; the table
 
 
-def _side(name: str, run, lang, text, reps, random_seed):
+def _side(name: str, run, lang, text, reps, random_seed, own_model=None):
     from xlt.analysis.cka_compare import Side
     from xlt.utils.errors import XltError
 
     if reps:
         # representations already extracted: a text beside them would be silently left unread (a
-        # --model-a may stand for side B's model, its default)
-        given = {"lang": lang, "text": text, "random": random_seed}
+        # --model-a may stand for side B's model, its default; a --model-b is side B's alone)
+        given = {"model": own_model, "lang": lang, "text": text, "random": random_seed}
         if ignored := [f"--{option}-{name}" for option, value in given.items() if value is not None]:
             raise XltError(f"--reps-{name} is side {name.upper()}'s representations: {', '.join(ignored)} "
                            "would be ignored")
