@@ -56,6 +56,10 @@ def test_a_bad_value_fails_at_construction_with_one_error_line_and_nothing_writt
     res = run_xlt("pretrain", "--run-dir", tmp_path / "run", *inputs["args"], *tiny_args(2), "--dry-run",
                   "--warmup-init-lr", "1")
     assert_one_line_error(res, "--warmup-init-lr must be positive and at most --lr")
+    # without a warm-up its first rate plays no part (it was recorded as if it had)
+    res = run_xlt("pretrain", "--run-dir", tmp_path / "run", *inputs["args"], *tiny_args(2, warmup_steps="0"),
+                  "--dry-run", "--warmup-init-lr", "1e-4")
+    assert_one_line_error(res, "--warmup-init-lr starts the warm-up and --warmup-steps is 0")
     assert not (tmp_path / "run").exists()
 
 

@@ -7,7 +7,7 @@ import os
 
 import click
 
-from xlt.cli.options import OutputPath, build_config, dataclass_options
+from xlt.cli.options import OutputPath, build_config, dataclass_options, given_on_command_line, unused_setting
 from xlt.pretrain.config import PretrainConfig
 
 
@@ -41,7 +41,10 @@ def pretrain(run_dir: str, dry_run: bool, **values) -> None:
     """
     from xlt.pretrain.plan import resolve
 
-    plan = resolve(build_config(PretrainConfig, values))
+    config = build_config(PretrainConfig, values)
+    if config.warmup_steps == 0 and given_on_command_line("warmup_init_lr"):
+        raise unused_setting("warmup_init_lr", "starts the warm-up and --warmup-steps is 0")
+    plan = resolve(config)
     # under torchrun every rank runs this command: rank 0 says what the job does, once
     speaks = int(os.environ.get("RANK", "0")) == 0
     if dry_run:
