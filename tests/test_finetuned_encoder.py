@@ -200,6 +200,11 @@ def test_sentence_map_options_are_checked(world, nli, capsys):
     res = run_in_process(capsys, "align", "word", "--emb-a", files[0], "--source-lang", "en", "--target-lang", "fr",
                          "--finetuned", str(world.run), "--test-dict", files[0])
     assert_one_line_error(res, "--finetuned goes with --model")
+    # options an embedding file (or --no-csls) leaves unused are refused, not recorded as settings
+    emb = ["align", "word", "--emb-a", files[0], "--source-lang", "en", "--target-lang", "fr", "--test-dict", files[0]]
+    assert_one_line_error(run_in_process(capsys, *emb, "--checkpoint", "last"), "--checkpoint is for --model")
+    assert_one_line_error(run_in_process(capsys, *emb, "--no-csls", "--csls-k", "3"),
+                          "--csls-k is CSLS's neighbourhood and --no-csls leaves it out")
 
 
 def test_an_output_directory_reads_its_selected_settings_first_seed(tmp_path, tiny_run):

@@ -8,7 +8,8 @@ from typing import Optional
 import click
 
 from xlt.analysis.align_settings import AlignSettings, WordSettings
-from xlt.cli.options import OutputPath, build_config, checkpoint_option, dataclass_options
+from xlt.cli.options import (OutputPath, build_config, checkpoint_option, dataclass_options, given_on_command_line,
+                             unused_setting)
 
 RUN_HELP = "Model of the source side: an xlt run directory (xlt pretrain), a transformers model directory, or hf:NAME."
 TARGET_HELP = ("Model of the target side, for two monolingual models [default: --model, one multilingual model]; "
@@ -22,7 +23,10 @@ def _settings(values: dict) -> AlignSettings:
 
 
 def _word_settings(values: dict) -> WordSettings:
-    return build_config(WordSettings, values)
+    settings = build_config(WordSettings, values)
+    if not settings.csls and given_on_command_line("csls_k"):
+        raise unused_setting("csls_k", "is CSLS's neighbourhood and --no-csls leaves it out")
+    return settings
 
 
 def _layers(text: Optional[str]):
@@ -189,6 +193,8 @@ def word(model, source_lang, target_lang, target_model, emb_a, emb_b, codes, max
         raise XltError("--target-model goes with --model; the target embeddings are --emb-b")
     if emb_a is not None and align_settings.finetuned is not None:
         raise XltError("--finetuned goes with --model (an embedding file has no fine-tuned encoder)")
+    if emb_a is not None and (unused := given_on_command_line("checkpoint", "batch_size")):
+        raise unused_setting(unused[0], "is for --model (an embedding file has no checkpoints and no forward pass)")
     if emb_a is not None:
         from xlt.analysis.static_words import align_static_word
 
