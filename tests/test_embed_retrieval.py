@@ -109,6 +109,8 @@ def test_rotated_spaces_need_procrustes_and_save_the_map(files, tmp_path):
     args = ["--emb-a", files / "en.txt", "--emb-b", files / "fr-rotated.txt", "--test-dict", files / "test.txt"]
     none = json.loads(word(files, *args, "--map", "none", "--no-csls").stdout)["results"][0]
     assert none["mrr"] < 0.5 and "csls" not in none
+    assert_one_line_error(word(files, *args, "--map", "none", "--train-dict", files / "train.txt"),
+                          "--map none learns no map: --train-dict would go unused")
     res = word(files, *args, "--train-dict", files / "train.txt", "--save-map", tmp_path / "W.npy",
                "--candidates", "vocabulary", "-o", tmp_path / "r.json")
     assert res.returncode == 0, res.stderr

@@ -101,3 +101,7 @@ class WordSettings:
         """Before any work: Procrustes needs training pairs."""
         if self.map == "procrustes" and train_dictionary is None:
             raise XltError("--map procrustes learns W on --train-dict: give one, or --map none (the joint space)")
+        if self.map == "none" and train_dictionary is not None:
+            # not inert either: its words would join the spaces searched (as xlt align sentence refuses --train)
+            raise XltError("--map none learns no map: --train-dict would go unused, its words only added to the "
+                           "spaces searched; leave it out")
