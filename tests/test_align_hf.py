@@ -116,3 +116,10 @@ def test_a_model_that_cannot_be_loaded_is_one_line(data):
     res = run_xlt("align", "word", "--model", "hf:xlt-tests/not-cached", "--source-lang", "en", "--target-lang", "fr",
                   "--map", "none", "--test-dict", root / "test.txt")
     assert_one_line_error(res, "hf:xlt-tests/not-cached", "not in the local Hugging Face cache")
+
+
+def test_checkpoint_last_of_a_transformers_model_is_refused_not_read_as_its_weights(models, data):
+    root, _ = data
+    res = run_xlt("align", "word", "--model", models / "bert", "--checkpoint", "last", "--source-lang", "en",
+                  "--target-lang", "fr", "--map", "none", "--no-csls", "--test-dict", root / "test.txt")
+    assert_one_line_error(res, "--checkpoint last: a transformers model has one set of weights")

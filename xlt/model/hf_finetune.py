@@ -191,11 +191,8 @@ def _sha256_tokenizer(tokenizer: Any) -> str:
 
 
 def check_checkpoint(spec: str, checkpoint: str) -> None:
-    """XltError for a ``--checkpoint`` a transformers model cannot give (``step-N`` must name a folder)."""
-    if checkpoint == "last":
-        raise XltError("--checkpoint last: a transformers model has one set of weights (best: them; "
-                       "untrained: its architecture freshly initialised; step-N: a Trainer's checkpoint-N "
-                       "folder)", spec)
+    """XltError for a ``--checkpoint`` a transformers model cannot give (``last``; ``step-N`` must name a
+    folder)."""
     hf_model_dir(spec, checkpoint)
 
 

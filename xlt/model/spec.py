@@ -79,7 +79,13 @@ def trainer_snapshots(directory: str) -> dict[int, str]:
 
 def hf_model_dir(spec: str, checkpoint: str) -> str:
     """The transformers model ``--checkpoint`` picks in ``spec``: ``step-N`` is the Trainer's
-    ``checkpoint-N/`` folder; any other name is the model ``spec`` itself names."""
+    ``checkpoint-N/`` folder; best (and untrained, its architecture) is the model ``spec`` itself names.
+    ``last`` is refused: a transformers model has one set of weights, and reading "last" as them would
+    pass an analysis of the wrong weights off as asked for."""
+    if checkpoint == "last":
+        raise XltError("--checkpoint last: a transformers model has one set of weights (best: them; "
+                       "untrained: its architecture freshly initialised; step-N: a Trainer's checkpoint-N "
+                       "folder)", spec)
     snapshots = {} if spec.startswith(HF_PREFIX) else trainer_snapshots(spec)
     steps = ", ".join(f"step-{n}" for n in snapshots) or "none"
     step = snapshot_step(checkpoint)
