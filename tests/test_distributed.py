@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -88,7 +89,11 @@ def test_a_refusal_on_rank_0_stops_every_rank_with_one_line(inputs, tmp_path):
                    monitor_interval=5)
     errors = [line for line in res.stderr.splitlines() if line.startswith("xlt pretrain: error:")]
     assert len(errors) == 1 and "other settings (lr: 0.001 -> 0.002)" in errors[0], res.stderr[-3000:]
-    assert "[rank1]" not in res.stderr and res.stderr.count("exitcode  : 2") == 2, res.stderr[-3000:]
+    assert "[rank1]" not in res.stderr, res.stderr[-3000:]
+    # Every rank refuses with status 2, but torchrun ends a rank still shutting down when it sees the
+    # other one gone (SIGTERM, -15: seen once on a loaded machine); a crash would show another status.
+    codes = re.findall(r"exitcode\s+:\s*(-?\d+)", res.stderr)   # the summary's, not the log line's
+    assert len(codes) == 2 and "2" in codes and set(codes) <= {"2", "-15"}, res.stderr[-3000:]
 
 
 def free_port() -> int:
