@@ -134,6 +134,16 @@ def test_dry_run_prints_the_plan_and_runs_nothing(tmp_path, capsys):
     assert run_in_process(capsys, *args, "--freeze-bottom", "4").returncode == 0
 
 
+def test_a_head_setting_of_another_pooling_is_refused(tmp_path):
+    run, files = str(fake_run(tmp_path)), data(tmp_path)
+    with pytest.raises(XltError, match="mlp_dim sizes the pair-max head's MLP; with pooling mean it plays no part"):
+        make_plan(FinetuneConfig(task="xnli", model=run, output=str(tmp_path / "o"),
+                                 task_settings={"pooling": "mean", "mlp_dim": "64"}, **files))
+    plan = make_plan(FinetuneConfig(task="xnli", model=run, output=str(tmp_path / "o"),
+                                    task_settings={"pooling": "pair-max", "mlp_dim": "64"}, **files))
+    assert plan.task_settings == {"pooling": "pair-max", "mlp_dim": "64"}
+
+
 @pytest.mark.parametrize("extra, fragment", [
     (["--warmup-fraction", "0.2"], "--warmup-fraction warms up the linear schedule and this task's is constant"),
     (["--shift-alpha", "2"], "--shift-alpha weighs a --shift and none is given"),

@@ -129,6 +129,9 @@ class XNLITask(Task):
 
     def __init__(self, **settings) -> None:
         self.settings = settings_from(XNLISettings, settings, self.name)
+        if "mlp_dim" in settings and self.settings.pooling != "pair-max":   # else unused, yet in the run hash
+            raise XltError(f"xnli setting mlp_dim sizes the pair-max head's MLP; with pooling {self.settings.pooling} "
+                           "it plays no part: leave it out")
         self._memo = EncodingMemo()
 
     def read(self, path: str) -> list[NLIPair]:
