@@ -24,7 +24,7 @@ from typing import Any, Callable, Optional, Protocol, Sequence
 from xlt.loader.static_vectors import PREFIX as STATIC_PREFIX
 from xlt.loader.static_vectors import StaticVectorsModel, sidecar_languages
 from xlt.model.hf import HFTextModel, layer_output_modules
-from xlt.model.hf_finetune import HFFinetuneModel, check_checkpoint, config_languages
+from xlt.model.hf_finetune import HFFinetuneModel, config_languages
 from xlt.model.protocol import TextModel
 from xlt.model.spec import hf_model_dir, is_hf_model, model_source
 from xlt.model.xlt_run import PretrainedRun, checkpoint_path, run_languages, run_model_settings
@@ -125,9 +125,9 @@ XLT = ModelKind("xlt", claims=lambda spec: True, languages=lambda choice: run_la
 # ---- transformers models ----------------------------------------------------------------------------
 
 def _hf_check(choice: ModelChoice, use: FinetuneUse) -> None:
-    check_checkpoint(choice.spec, choice.checkpoint)
+    model_dir = hf_model_dir(choice.spec, choice.checkpoint)   # refuses last, and a step-N without its folder
     if use.lang_embedding_at_test == "source" and not config_languages(choice.spec, choice.checkpoint):
-        raise XltError(NO_LANG_EMBEDDINGS, model_source(hf_model_dir(choice.spec, choice.checkpoint)))
+        raise XltError(NO_LANG_EMBEDDINGS, model_source(model_dir))
 
 
 def _hf_finetuning(choice: ModelChoice, use: FinetuneUse) -> Loaded:

@@ -190,12 +190,6 @@ def _sha256_tokenizer(tokenizer: Any) -> str:
     return hashlib.sha256(f"{type(tokenizer).__name__}|{text}".encode()).hexdigest()
 
 
-def check_checkpoint(spec: str, checkpoint: str) -> None:
-    """XltError for a ``--checkpoint`` a transformers model cannot give (``last``; ``step-N`` must name a
-    folder)."""
-    hf_model_dir(spec, checkpoint)
-
-
 def config_languages(spec: str, checkpoint: str) -> list[str]:
     """The languages :meth:`HFFinetuneModel.load` gives the model, read from its config alone: an XLM
     model's ``lang2id`` when it uses language embeddings, else none (any language). A config that cannot be
@@ -228,8 +222,7 @@ class HFFinetuneModel:
 
     @classmethod
     def load(cls, spec: str, checkpoint: str) -> "HFFinetuneModel":
-        check_checkpoint(spec, checkpoint)
-        text_model = HFTextModel.load(hf_model_dir(spec, checkpoint))
+        text_model = HFTextModel.load(hf_model_dir(spec, checkpoint))   # refuses a checkpoint it cannot give
         text_model.wrap([])   # a tokenizer with another layout fails now, before any run
         # Checksummed before re-initialising: the control is named by the model it re-initialises.
         weights = state_sha256(text_model.base)
