@@ -6,8 +6,19 @@ import sys
 
 import click
 
-from xlt.cli.options import DEVICE_HELP, OutputPath, build_config, dataclass_options
+from xlt.cli.options import (DEVICE_HELP, OutputPath, build_config, dataclass_options, given_on_command_line,
+                             unused_setting)
 from xlt.track.config import MEASURES, TrackConfig
+
+
+def _config(values: dict) -> TrackConfig:
+    from xlt.track.settings import DATA_SETTINGS
+
+    # a measure's setting without its data would do nothing, so it is refused rather than ignored
+    for data, settings in DATA_SETTINGS.items():
+        if values.get(data) is None and (unused := given_on_command_line(*settings)):
+            raise unused_setting(unused[0], f"sets a measure read from --{data.replace('_', '-')}, which is not given")
+    return build_config(TrackConfig, values)
 
 
 @click.command()
@@ -51,7 +62,7 @@ def track(**values) -> None:
     from xlt.track.tracker import track as run
     from xlt.utils import log
 
-    summary = run(build_config(TrackConfig, values))
+    summary = run(_config(values))
     busy = f", {len(summary.busy)} snapshot(s) busy in another process" if summary.busy else ""
     later = f", {len(summary.deferred)} measure(s) left for later" if summary.deferred else ""
     failed = f", {len(summary.failed)} measure(s) FAILED (see above)" if summary.failed else ""

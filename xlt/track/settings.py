@@ -28,6 +28,10 @@ SETTINGS = "settings.json"
 DATA_FILES = ("parallel", "dictionary", "word_corpus", "tatoeba")
 VALUES = ("source_lang", "target_lang", "word_sentences", "max_sentences", "max_words", "ner_train_sentences",
           "ner_epochs", "ner_lr", "ner_batch_size", "ner_max_len")
+# Settings of one measure's data: without that data they decide nothing, so they are not written down
+# (a first call without NER would otherwise fix --ner-lr at its default for a later call that adds NER).
+DATA_SETTINGS = {"ner_data_dir": ("ner_train_sentences", "ner_epochs", "ner_lr", "ner_batch_size", "ner_max_len"),
+                 "word_corpus": ("word_sentences",)}
 
 
 def deciding_settings(cfg: TrackConfig) -> dict[str, Any]:
@@ -38,6 +42,9 @@ def deciding_settings(cfg: TrackConfig) -> dict[str, Any]:
         paths = [value] if isinstance(value, str) else list(value or ())
         settings[name] = [file_sha256(path) for path in paths] or None
     settings["ner_data_dir"] = None if cfg.ner_data_dir is None else os.path.realpath(cfg.ner_data_dir)
+    for data, names in DATA_SETTINGS.items():
+        if getattr(cfg, data) is None:
+            settings.update(dict.fromkeys(names))
     return settings
 
 
