@@ -172,6 +172,11 @@ def test_bad_input_is_one_error_line_and_nothing_is_written(tmp_path, capsys):
           fragments=["t.conllu:1:", "expected 10 tab-separated columns"])
     fails("ner", "--train", "en", train, "--eval", "en", test, "--task-option", "f1_mode", "loose",
           fragments=["f1_mode must be one of"])
+    # a setting of the fine-tuned model changes no baseline's score, yet would be recorded as the file's
+    for option, value in (("dropout", "0.2"), ("window_owner", "first")):
+        fails("ner", "--train", "en", train, "--eval", "en", test, "--task-option", option, value,
+              fragments=[f"--task-option {option}: a setting of the fine-tuned ner model",
+                         "that change their scores: postprocess, f1_mode"])
     res = run_in_process(capsys, "baselines", "ner", "--train", "en", train, "--eval", "en", test, "-o",
                          tmp_path / "no" / "x.json")
     assert_one_line_error(res, "output directory does not exist")

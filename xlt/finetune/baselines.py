@@ -22,6 +22,7 @@ first label and to the baseline listed first, so the output depends only on the 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections import Counter
 from dataclasses import dataclass
@@ -179,6 +180,19 @@ def _file(path: str) -> dict[str, Any]:
     return {"path": path, **({"sha256": file_sha256(path)} if path != "-" and os.path.isfile(path) else {})}
 
 
+def check_scoring_settings(task: Task, settings: dict[str, Any]) -> None:
+    """Refuse a task setting of the fine-tuned model (a head's width, dropout, pooling): the baselines
+    have no model, so it would change no score, yet it would be recorded as the file's settings. The
+    settings that change how predictions are scored carry ``"scoring": True`` in their metadata."""
+    fields = {f.name: f for f in dataclasses.fields(task.settings)} if dataclasses.is_dataclass(
+        getattr(task, "settings", None)) else {}
+    for name in settings:
+        if name in fields and not fields[name].metadata.get("scoring"):
+            scoring = ", ".join(n for n, f in fields.items() if f.metadata.get("scoring")) or "none"
+            raise XltError(f"--task-option {name}: a setting of the fine-tuned {task.name} model, which the baselines "
+                           f"do not have (the settings that change their scores: {scoring}): leave it out")
+
+
 def compute_baselines(task_name: str, train: tuple[str, str], evals: Sequence[tuple[str, str]],
                       settings: Optional[dict[str, Any]] = None) -> BaselineScores:
     """Fit the task's baselines on ``train`` = (lang, path) and score them on each (lang, path) of ``evals``.
@@ -196,6 +210,7 @@ def compute_baselines(task_name: str, train: tuple[str, str], evals: Sequence[tu
         seen.add(lang)
     settings = dict(settings or {})
     task = get_task(task_name, **settings)
+    check_scoring_settings(task, settings)
     train_lang, train_path = train
     train_examples = task.read(train_path)
     labels = task.labels(train_examples)

@@ -54,10 +54,10 @@ class NERSettings:
     window_owner: str = field(default="center", metadata={
         "help": "which of the overlapping windows of a long sentence predicts a word: center (the one "
                 "giving it the most context on its cut side) or first (crosslingual-nlp)"})
-    postprocess: str = field(default="paper", metadata={
+    postprocess: str = field(default="paper", metadata={"scoring": True,
         "help": "repair predicted tags before scoring: paper (standalone I-X -> B-X; B-X I-Y I-Z -> "
                 "B-Z I-Z I-Z, Wu et al. 2020) or none"})
-    f1_mode: str = field(default="conlleval", metadata={
+    f1_mode: str = field(default="conlleval", metadata={"scoring": True,
         "help": "span F1 reading of tags: conlleval (seqeval default) or strict (IOB2-valid spans only)"})
 
     def __post_init__(self) -> None:

@@ -61,9 +61,9 @@ class ParseSettings:
     arc_dim: int = field(default=512, metadata={"help": "width of the arc MLPs (Dozat & Manning: 500; crosslingual-nlp: 512)"})
     label_dim: int = field(default=128, metadata={"help": "width of the relation MLPs"})
     dropout: float = field(default=0.33, metadata={"help": "dropout after the MLPs' ELU"})
-    punct_upos: str = field(default="PUNCT,SYM", metadata={
+    punct_upos: str = field(default="PUNCT,SYM", metadata={"scoring": True,
         "help": "comma-separated gold UPOS tags LAS/UAS skip (crosslingual-nlp: PUNCT,SYM); empty scores every word"})
-    strip_subtypes: bool = field(default=True, metadata={
+    strip_subtypes: bool = field(default=True, metadata={"scoring": True,
         "help": "train and score relations without their subtype (nsubj:pass -> nsubj), as crosslingual-nlp"})
     single_root: bool = field(default=True, metadata={"help": "decode trees with exactly one child of ROOT"})
 
