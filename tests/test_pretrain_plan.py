@@ -14,7 +14,7 @@ from pretrain_fixtures import build_inputs, tiny_args
 
 from xlt.model.config import EncoderConfig, SharingSpec
 from xlt.pretrain.config import PretrainConfig
-from xlt.pretrain.plan import parameter_count, resolve
+from xlt.pretrain.plan import describe, parameter_count, resolve
 from xlt.pretrain.snapshots import snapshot_due
 from xlt.pretrain.trainer import Pretrainer
 from xlt.utils.errors import XltError
@@ -135,6 +135,16 @@ def test_dry_run_prints_the_plan_and_writes_nothing(inputs, tmp_path, monkeypatc
         res = run_xlt("pretrain", "--run-dir", run_dir, *inputs["args"], *tiny_args(20), "--dry-run", check=True)
         assert (f"{4 * 16:,} per process (1 x 4 windows x 16 tokens), {2 * 4 * 16:,} over 2 processes" in res.stdout) \
             is printed and (res.stdout == "") is not printed
+
+
+def test_the_plan_says_when_equal_copies_change_nothing(inputs):
+    # make passes --equal-copies-init to every row; only rows with language copies start them equal
+    rows = {"default": {}, "sep-emb": {"sharing": "sep-emb"}, "sep-l1": {"separate_layers": (1, 1)}}
+    said = {row: describe(resolve(config(inputs["root"], equal_copies_init=True, **options)))
+            for row, options in rows.items()}
+    assert "changes nothing (no language has a copy of its own)" in said["default"]
+    assert all("; copies start equal" in said[r] and "changes nothing" not in said[r] for r in ("sep-emb", "sep-l1"))
+    assert "copies" not in describe(resolve(config(inputs["root"], sharing="sep-emb")))
 
 
 def test_planning_fails_before_the_run_directory_on_a_missing_store(inputs, tmp_path):

@@ -149,6 +149,15 @@ def parameter_count(model: EncoderConfig) -> int:
         return sum(p.numel() for p in MaskedLM(model).parameters())
 
 
+def _equal_copies(asked: bool, sharing) -> str:
+    # make passes --equal-copies-init to every row, so a row without copies is told apart, not refused
+    if not asked:
+        return ""
+    if sharing.separate_embeddings or sharing.separate_layers is not None:
+        return "; copies start equal"
+    return "; --equal-copies-init changes nothing (no language has a copy of its own)"
+
+
 def describe(plan: PretrainPlan, processes: int = 1) -> str:
     """The plan as ``xlt pretrain --dry-run`` prints it: what the run would train, and for how long
     (over ``processes``, torchrun's)."""
@@ -159,7 +168,7 @@ def describe(plan: PretrainPlan, processes: int = 1) -> str:
              f"model          {cfg.preset}: {parameter_count(m):,} parameters; {m.n_layers} layers, d_model "
              f"{m.d_model}, {m.n_heads} heads, dropout {m.dropout:g}, language embeddings "
              f"{'yes' if m.lang_embeddings else 'no'}",
-             f"sharing        {cfg.sharing}: {sharing}" + ("; copies start equal" if cfg.equal_copies_init else ""),
+             f"sharing        {cfg.sharing}: {sharing}" + _equal_copies(cfg.equal_copies_init, m.sharing),
              f"masking        random replacements within the language: "
              f"{'yes' if plan.masking.random_within_language else 'no'}",
              f"tokens/step    {plan.tokens_per_step():,} per process ({cfg.langs_per_step} x {cfg.batch_size} "
