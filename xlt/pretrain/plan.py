@@ -149,7 +149,7 @@ def parameter_count(model: EncoderConfig) -> int:
         return sum(p.numel() for p in MaskedLM(model).parameters())
 
 
-def _equal_copies(asked: bool, sharing) -> str:
+def _equal_copies(asked: bool, sharing: SharingSpec) -> str:
     # make passes --equal-copies-init to every row, so a row without copies is told apart, not refused
     if not asked:
         return ""
