@@ -65,6 +65,11 @@ class SharingSpec:
             raise XltError(f"separate_layers ({first}, {last}) must end between layer 1 and layer "
                            f"{n_layers - 1}: the model has {n_layers} layers and the top one stays shared")
 
+    @property
+    def has_copies(self) -> bool:
+        """Whether any part of the encoder has one copy per language (False: every tensor is shared)."""
+        return self.separate_embeddings or self.separate_layers is not None
+
     def layer_is_separate(self, layer: int) -> bool:
         """Whether Transformer layer ``layer`` (1-based) has one copy per language."""
         return self.separate_layers is not None and self.separate_layers[0] <= layer <= self.separate_layers[1]

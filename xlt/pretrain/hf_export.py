@@ -51,7 +51,7 @@ def xlm_token(token: str) -> str:
 def _check_exportable(run, lang: Optional[str]) -> list[str]:
     """The languages to export, or XltError naming what transformers' XLM cannot hold."""
     config, sharing = run.config, run.config.sharing
-    separated = sharing.separate_embeddings or sharing.separate_layers is not None
+    separated = sharing.has_copies
     if separated and lang is None:
         raise XltError("this run has separate parameters per language: pass --lang L to export one language's "
                        f"view (one of {', '.join(config.languages)})", run.path)

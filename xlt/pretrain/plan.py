@@ -153,7 +153,7 @@ def _equal_copies(asked: bool, sharing: SharingSpec) -> str:
     # make passes --equal-copies-init to every row, so a row without copies is told apart, not refused
     if not asked:
         return ""
-    if sharing.separate_embeddings or sharing.separate_layers is not None:
+    if sharing.has_copies:
         return "; copies start equal"
     return "; --equal-copies-init changes nothing (no language has a copy of its own)"
 
