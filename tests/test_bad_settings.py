@@ -79,6 +79,22 @@ def test_cli_names_the_unreadable_checkpoint(kind, says, run_copy, tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("text_settings, says", [([1, 2], "expected an object: language -> its settings"),
+                                                  ({}, "expected an object: language -> its settings"),
+                                                  ({"en": "x", "fr": {}}, "language 'en': its text settings are a str"),
+                                                  ({"en": {"codes": 5}, "fr": {}}, "language 'en': codes is a int")])
+def test_a_damaged_text_json_is_one_error_line(text_settings, says, run_copy, tmp_path):
+    import json
+
+    (run_copy / "text.json").write_text(json.dumps(text_settings), encoding="utf-8")
+    text = tmp_path / "en.txt"
+    text.write_text("the cat sees a dog .\n", encoding="utf-8")
+    out = tmp_path / "means.npz"
+    res = run_xlt("shift-decode", "means", "--model", run_copy, "--lang", "en", text, "-o", out)
+    assert_one_line_error(res, str(run_copy / "text.json"), says)
+    assert not out.exists()
+
+
 # ---- 2. pretraining settings -------------------------------------------------------------------
 
 BAD_PRETRAIN = [("eval-every", "0"), ("log-every", "0"), ("save-every", "0"), ("max-steps", "0"), ("lr", "0"),
@@ -257,7 +273,9 @@ def test_starting_over_keeps_identical_copies_and_replaces_changed_ones_atomical
 DAMAGED_CKA = [{"label": "Bilingual", "column": "en-fr"},                                  # no layers/values
                {"label": "Bilingual", "column": "en-fr", "layers": [0, 1], "cka": [0.5], "average": 0.5},
                {"label": "Bilingual", "column": "en-fr", "layers": [0], "cka": ["x"], "average": 0.5},
-               {"column": "en-fr", "layers": [0], "cka": [0.5], "average": 0.5}]
+               {"column": "en-fr", "layers": [0], "cka": [0.5], "average": 0.5},
+               *({"label": "Bilingual", "column": "en-fr", "layers": [0], "cka": [0.5], "average": 0.5,
+                  "retrieval": retrieval} for retrieval in (5, ["x"], {"pearson": "x"}))]
 
 
 @pytest.mark.parametrize("damage", DAMAGED_CKA)

@@ -46,3 +46,17 @@ def test_a_measures_setting_without_its_data_is_one_error_line(tmp_path, capsys,
     res = run_in_process(capsys, "track", "--run", tmp_path / "run", "-o", out, option, value)
     assert_one_line_error(res, f"{option} sets a measure read from {data}, which is not given: leave it out")
     assert not out.exists()
+
+
+@pytest.mark.parametrize("option, value, says", [("--source-lang", "xx", "--source-lang 'xx' is not one of the run's"),
+                                                  ("--target-lang", "de", "--target-lang 'de' is not one of the run's")])
+def test_a_language_the_run_lacks_is_refused_before_the_tracking_directory_exists(tiny_run, tmp_path, capsys,
+                                                                                  option, value, says):
+    # a settings.json written first would record the wrong language and refuse the right call after it
+    out = tmp_path / "track"
+    res = run_in_process(capsys, "-q", "track", "--run", tiny_run, "-o", out, "--device", "cpu", option, value)
+    assert_one_line_error(res, str(tiny_run), says)
+    assert not out.exists()
+    res = run_in_process(capsys, "track", "--run", tiny_run, "-o", out, "--device", "cpu")
+    assert res.returncode == 0, res.stderr
+    assert json.loads((out / "settings.json").read_text())["source_lang"] == "en"

@@ -35,6 +35,10 @@ def check_column(col: dict, path: PathLike) -> dict:
             or not all(isinstance(v, Real) for v in [*values, col.get("average")]):
         raise XltError("malformed CKA column: 'layers', 'cka' and 'average' must be one number per layer "
                        "and their mean", path)
+    retrieval = col.get("retrieval")
+    if retrieval is not None and not (isinstance(retrieval, dict)
+                                      and isinstance(retrieval.get("pearson"), (Real, type(None)))):
+        raise XltError("malformed CKA column: 'retrieval' must be null or an object with a 'pearson' number", path)
     return col
 
 

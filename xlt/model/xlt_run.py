@@ -71,13 +71,30 @@ def run_model_settings(run_dir: PathLike) -> dict:
     return settings if isinstance(settings, dict) else {}
 
 
+def read_text_settings(run_dir: PathLike) -> dict[str, dict]:
+    """text.json: language -> its text settings (a dict; ``codes``, where given, a file name in the run).
+    A file of another shape is one error line here, not a TypeError where a pipeline is built."""
+    path = os.path.join(os.fspath(run_dir), "text.json")
+    settings = read_json(path, "run text settings")
+    if not isinstance(settings, dict) or not settings:
+        raise XltError("not a run's text settings (expected an object: language -> its settings)", path)
+    for lang, s in settings.items():
+        if not isinstance(s, dict):
+            raise XltError(f"language {lang!r}: its text settings are a {type(s).__name__}, expected an object",
+                           path)
+        if s.get("codes") is not None and not isinstance(s["codes"], str):
+            raise XltError(f"language {lang!r}: codes is a {type(s['codes']).__name__}, expected a file name",
+                           path)
+    return settings
+
+
 def run_languages(run_dir: PathLike) -> list[str]:
     """The run's languages in its model's order, no weights loaded: config.json's model settings,
     else the languages of text.json."""
     languages = run_model_settings(run_dir).get("languages")
     if isinstance(languages, list) and all(isinstance(lang, str) for lang in languages):
         return list(languages)
-    return list(read_json(os.path.join(os.fspath(run_dir), "text.json"), "run text settings"))
+    return list(read_text_settings(run_dir))
 
 
 @dataclass
@@ -115,7 +132,7 @@ class PretrainedRun:
         model = MaskedLM(config)
         load_model_weights(model, state["model"], ckpt_path)
         model.to(device).eval()
-        text_settings = read_json(os.path.join(run_dir, "text.json"), "run text settings")
+        text_settings = read_text_settings(run_dir)
         return cls(run_dir, model, config, vocab, text_settings, state.get("step", 0))
 
     def text(self, lang: str) -> TextPipeline:

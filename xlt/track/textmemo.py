@@ -11,11 +11,11 @@ resumed run rewrites), so another vocabulary never reads it.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import pickle
 from typing import Any, Sequence
 
+from xlt.model.xlt_run import read_text_settings
 from xlt.utils import log
 from xlt.utils.outputs import atomic_path, make_directory
 from xlt.utils.textio import file_sha256
@@ -27,8 +27,7 @@ def pipeline_key(run: str) -> str:
     """sha256 over the files that turn a run's text into ids: text.json, vocab and the codes it names."""
     digest = hashlib.sha256(f"xlt-track-text/{FORMAT}\n".encode())
     names = ["text.json", "vocab"]
-    with open(os.path.join(run, "text.json"), encoding="utf-8") as f:
-        names += sorted({s["codes"] for s in json.load(f).values() if s.get("codes")})
+    names += sorted({s["codes"] for s in read_text_settings(run).values() if s.get("codes")})
     for name in names:
         digest.update(f"{name} {file_sha256(os.path.join(run, name))}\n".encode())
     return digest.hexdigest()

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Optional
 
+from xlt.model.xlt_run import run_languages
 from xlt.pretrain.run_files import run_identity
 from xlt.track.config import MEASURES, NEEDS, RANDOM, RANDOM_SEED, TrackConfig, is_trainer_series
 from xlt.track.data import TrackData, load_data, prepare_ner
@@ -58,10 +59,11 @@ class RunTracker:
     """One run: its languages, text memo, dev-perplexity evaluator, and its snapshots' evaluation."""
 
     def __init__(self, cfg: TrackConfig, index: int, measures: list[str], data: TrackData, device,
-                 records: RecordIndex, summary: TrackSummary):
+                 summary: TrackSummary):
         self.cfg, self.run, self.label = cfg, cfg.runs[index], cfg.label(index)
         self.measures, self.data, self.device = measures, data, device
-        self.records, self.summary = records, summary
+        self.records: Optional[RecordIndex] = None   # the tracking directory's, given to track()
+        self.summary = summary
         self.track_dir = cfg.output
         self.source, self.target = cfg.source_lang, None
         self.corpora: Optional[tuple[str, str]] = None
@@ -77,6 +79,10 @@ class RunTracker:
             log.info(f"{self.label} dev_ppl: skipped (a transformers Trainer's output has no xlt pretraining "
                      "config.json and dev stores to measure perplexity on)")
             self.measures = [m for m in self.measures if m != "dev_ppl"]
+        elif os.path.exists(os.path.join(self.run, "text.json")):
+            # an xlt run's languages are known before any snapshot: --source-lang/--target-lang are
+            # checked before the tracking directory is made or written
+            self._languages(run_languages(self.run))
 
     # ---- set-up, once a snapshot needs work ------------------------------------------------------
     def _languages(self, languages: list[str]) -> None:
@@ -165,7 +171,8 @@ class RunTracker:
             return self.missing(RANDOM)
         return [m for m in self.missing(snapshot) if m == "dev_ppl" or self.records.is_done(self.run, RANDOM, m)]
 
-    def track(self) -> None:
+    def track(self, records: RecordIndex) -> None:
+        self.records = records
         self.records.check_run(self.run, self.run_id)
         snapshots = list_snapshots(self.run)
         if not snapshots:
@@ -280,10 +287,12 @@ def track(cfg: TrackConfig) -> TrackSummary:
         raise XltError("no measure to compute: give the data of one (see xlt track --help)")
     device = resolve_device(cfg.device)
     data = load_data(cfg, measures)   # a bad data file is refused before the tracking directory exists
+    summary = TrackSummary()
+    # each run's description and languages are read first: a bad run leaves no directory behind either
+    trackers = [RunTracker(cfg, index, measures, data, device, summary) for index in range(len(cfg.runs))]
     make_directory(cfg.output)
     check_and_record(cfg)   # before any record: one directory, one setting per measure
     records = RecordIndex(os.path.join(cfg.output, RECORDS))
-    summary = TrackSummary()
-    for index in range(len(cfg.runs)):
-        RunTracker(cfg, index, measures, data, device, records, summary).track()
+    for tracker in trackers:
+        tracker.track(records)
     return summary
