@@ -164,3 +164,28 @@ def test_cka_refuses_a_text_beside_the_representations_it_would_leave_unread(tmp
     res = run_xlt("cka", "compare", "--reps-a", tmp_path / "a", "--reps-b", tmp_path / "b", "--model-b", tmp_path / "m",
                   "--label", "x", "--column", "y", "-o", tmp_path / "out")
     assert_one_line_error(res, "--reps-b is side B's representations: --model-b would be ignored")
+
+
+@pytest.mark.parametrize("command", [["tokenize", "--lang", "en"], ["bpe", "apply", "--codes", "CODES"],
+                                     ["codeswitch", "--dict", "DICT"], ["fake-english"],
+                                     ["fake-english", "--format", "conllu"], ["permute-words"]])
+@pytest.mark.parametrize("compressed", [False, True])
+def test_an_empty_input_to_a_text_filter_is_one_error_line(command, compressed, tmp_path):
+    import lzma
+
+    codes, dictionary = tmp_path / "codes", tmp_path / "dict.txt"
+    (tmp_path / "words.txt").write_text("abc abd abe\n", encoding="utf-8")
+    run_xlt("bpe", "learn", "--merges", "2", "-o", codes, tmp_path / "words.txt", check=True)
+    dictionary.write_text("cat chat\n", encoding="utf-8")
+    empty = tmp_path / ("empty.txt.xz" if compressed else "empty.txt")
+    empty.write_bytes(lzma.compress(b"") if compressed else b"")
+    out = tmp_path / "out.txt"
+    args = [{"CODES": codes, "DICT": dictionary}.get(a, a) for a in command]
+    res = run_xlt(*args, empty, "-o", out)
+    assert_one_line_error(res, f"{empty}: empty input: no lines")
+    assert not out.exists()
+    # the same command on one sentence writes it through
+    one = tmp_path / "one.txt"
+    one.write_text("1\tabc\t_\t_\t_\t_\t0\troot\t_\t_\n\n" if "conllu" in command else "abc abd\n", encoding="utf-8")
+    res = run_xlt(*args, one, "-o", out)
+    assert res.returncode == 0 and out.read_text(), res.stderr

@@ -45,7 +45,7 @@ from xlt.utils import log
 from xlt.utils.errors import PathLike, XltError
 from xlt.utils.outputs import atomic_output, write_json
 from xlt.utils.processes import die_with
-from xlt.utils.textio import read_json, read_lines
+from xlt.utils.textio import nonempty, read_json, read_lines
 
 #: Languages segmented by jieba instead of the Moses tokenizer.
 JIEBA_LANGUAGES = frozenset({"zh"})
@@ -267,7 +267,7 @@ def tokenize_file(input_path: PathLike, output_path: Optional[PathLike], config:
         the number of lines written (always the number of lines read).
     """
     count = 0
-    chunks = tokenize_chunks(chunked(read_lines(input_path), chunk_lines), config, workers)
+    chunks = tokenize_chunks(chunked(nonempty(read_lines(input_path), input_path), chunk_lines), config, workers)
     with atomic_output(output_path) as out:
         # Fork the worker pool (first chunk) before the progress bar starts its refresh thread.
         first = next(chunks, None)

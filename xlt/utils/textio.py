@@ -16,7 +16,7 @@ import json
 import lzma
 import os
 import sys
-from typing import Any, BinaryIO, Iterator, Optional
+from typing import Any, BinaryIO, Iterable, Iterator, Optional, TypeVar
 
 from xlt.utils.errors import PathLike, XltError, require_file
 
@@ -67,6 +67,21 @@ def read_lines(path: PathLike) -> Iterator[str]:
     finally:
         if f is not sys.stdin.buffer:
             f.close()
+
+
+T = TypeVar("T")
+
+
+def nonempty(items: Iterable[T], path: PathLike) -> Iterator[T]:
+    """``items`` as they come, then XltError naming ``path`` if there was none: a filter given an empty
+    input says so where the input is named, not at the later stage that finds nothing to learn from
+    (its output, written atomically, is then not left behind)."""
+    seen = False
+    for item in items:
+        seen = True
+        yield item
+    if not seen:
+        raise XltError("empty input: no lines", os.fspath(path))
 
 
 def read_numbered_lines(path: PathLike) -> Iterator[tuple[int, str]]:
