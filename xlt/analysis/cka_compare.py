@@ -20,6 +20,7 @@ import numpy as np
 from xlt.analysis.cka import pearson, per_layer_cka
 from xlt.analysis.cka_files import COLUMN_FORMAT
 from xlt.utils.errors import XltError, require_file
+from xlt.utils.shapes import ListOf, require_fields
 from xlt.utils.textio import read_json, read_lines
 
 
@@ -97,9 +98,10 @@ def _reps_header(prefix: str) -> tuple[str, dict]:
     """The prefix (without ``.npy``) and header of an ``xlt extract`` sentence-level output."""
     prefix = prefix[:-4] if prefix.endswith(".npy") else prefix
     header_path = prefix + ".json"
-    header = read_json(header_path, "extract header")
-    if missing := [key for key in ("level", "layers", "count") if key not in header]:
-        raise XltError(f"not an xlt extract header: no {', '.join(missing)}", header_path)
+    header = require_fields(read_json(header_path, "extract header"), {"level": str, "layers": ListOf(int), "count": int},
+                            header_path, "an xlt extract header")
+    if not header["layers"]:
+        raise XltError("not an xlt extract header: 'layers' is empty", header_path)
     if header.get("level") != "sentence":
         raise XltError(f"CKA compares sentence-level representations, this is {header.get('level')!r}", header_path)
     return prefix, header

@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, Protocol
 
 from xlt.finetune.predictions import prediction_file
 from xlt.finetune.records import RunEvaluations, short_hash
-from xlt.finetune.runfiles import RunFiles
+from xlt.finetune.runfiles import METRICS, RunFiles
 from xlt.finetune.trainer import RunTrainer
 from xlt.model.encoder import LayerHook
 from xlt.utils import log
 from xlt.utils.outputs import atomic_output, write_json
+from xlt.utils.shapes import MapOf, require_fields
 from xlt.utils.textio import file_sha256, read_json
 
 if TYPE_CHECKING:
@@ -78,7 +79,8 @@ def evaluations(exp: Inputs, run: RunFiles, trainer: Optional[RunTrainer] = None
         path = run.path(os.path.join("eval", f"{lang}-{split}-{variant}-{short_hash(key)}.json"))
         name = None if suffix is None else prediction_file(lang, split, variant, params, suffix)
         if os.path.exists(path):
-            cached = read_json(path)
+            cached = require_fields(read_json(path), {"metrics": METRICS}, path, "a cached evaluation",
+                                    optional={"predictions": (MapOf(str), None)})
             if name is None or _intact(run.dir, cached.get("predictions"), name):
                 return cached["metrics"], name
             if not run.has_best_weights():   # nothing left to predict with: the metrics stand alone

@@ -19,6 +19,7 @@ from typing import Any, Iterator, Optional
 
 from xlt.utils.outputs import remove_stale_temporaries
 from xlt.utils.rundir import exclusive_lock
+from xlt.utils.shapes import ListOf, MapOf, require_fields
 from xlt.utils.textio import read_json
 
 
@@ -57,6 +58,11 @@ class TrainingSummary:
         return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls)})
 
 
+METRICS = MapOf((float, None))   # a split's scores, as the task's evaluate gives them (NaN where undefined)
+SUMMARY_FIELDS = {"best_epoch": (int, None), "best_file": (str, None), "source_dev": (METRICS, None),
+                  "source_dev_main": float, "dev_curve": ListOf(float), "epochs": int, "steps": int}
+
+
 @dataclass
 class BestEpoch:
     """The best epoch so far on the source dev set; ``state.pt`` holds it as :meth:`to_dict`'s dict."""
@@ -86,7 +92,9 @@ class RunFiles:
     def training_summary(self) -> Optional[TrainingSummary]:
         """The contents of train.json, or None while training is not finished."""
         path = self.path("train.json")
-        return TrainingSummary.from_dict(read_json(path)) if os.path.exists(path) else None
+        if not os.path.exists(path):
+            return None
+        return TrainingSummary.from_dict(require_fields(read_json(path), SUMMARY_FIELDS, path, "a fine-tuning summary"))
 
     def has_best_weights(self) -> bool:
         """Whether the best epoch can still be evaluated (training done and its weights kept)."""

@@ -51,6 +51,7 @@ from torch import Tensor
 
 from xlt.model.encoder import LayerHook
 from xlt.utils.errors import XltError, require_file
+from xlt.utils.shapes import ListOf, require_fields
 from xlt.utils.outputs import atomic_path, check_output_paths, make_directory, write_json
 from xlt.utils.textio import file_sha256, read_json
 
@@ -128,9 +129,8 @@ def load_map(directory: str, layer: Optional[int], source: str, d_model: int, n_
     """Read and check a map directory (see the module docstring for the format)."""
     header_path = os.path.join(directory, MAP_HEADER)
     header = read_json(header_path, "map header", format=MAP_FORMAT)
-    for key in ("source", "target", "layers"):
-        if key not in header:
-            raise XltError(f"map header lacks {key!r}", header_path)
+    require_fields(header, {"source": str, "target": str, "layers": ListOf(int)}, header_path, "a map header",
+                   optional={"d_model": int})
     if header["source"] != source:
         raise XltError(f"map goes into {header['source']!r} space but the source language is {source!r}", header_path)
     if header.get("d_model", d_model) != d_model:

@@ -21,7 +21,8 @@ from xlt.text.tokenize import TokenizerConfig
 from xlt.utils.errors import XltError
 from xlt.pretrain.snapshots import remove_snapshots
 from xlt.utils.outputs import atomic_path, make_directory, remove_stale_temporaries, write_json
-from xlt.utils.rundir import check_same_config, write_run_description
+from xlt.utils.rundir import check_same_config, read_run_description, write_run_description
+from xlt.utils.shapes import MapOf, require_fields
 from xlt.utils.textio import file_sha256, read_json
 
 STORE_HEADER_KEYS = ("vocab_sha256", "n_sentences", "n_tokens", "source_sha256", "unk_rate")
@@ -134,8 +135,10 @@ def changed_inputs(run_dir: str, vocab_sha256: str, codes: Mapping[str, str],
     path = os.path.join(run_dir, "config.json")
     if not os.path.exists(path):
         return None
-    description = read_json(path, "run description")
-    recorded = description.get("inputs") or {}
+    description = read_run_description(path)
+    recorded = require_fields(description.get("inputs") or {}, {}, path, "a run description's inputs",
+                              optional={"vocab_sha256": (str, None), "stores": (MapOf(dict), None)})
+    require_fields(description["config"], {}, path, "a run description's settings", optional={"codes": (MapOf(str), None)})
     if not recorded.get("vocab_sha256") or not recorded.get("stores"):
         return None
     changed = []

@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterator, Optional
 
 from xlt.utils import log
 from xlt.utils.errors import XltError
+from xlt.utils.shapes import ListOf, MapOf, matches
 
 FINETUNE_FORMAT = "xlt-finetune-results/1"
 BASELINES_FORMAT = "xlt-baselines/1"   # xlt.finetune.baselines writes it (not imported: that loads torch)
@@ -103,8 +104,9 @@ def finetune_score(path: str, lang: str, variant: str = "plain", split: str = "t
     data, gap = loaded or load_json(path, FINETUNE_FORMAT)
     if data is None:
         return Reading(gap=gap)
-    if not isinstance(data.get("targets", []), list) or not isinstance(data.get("summary") or {}, dict):
-        log.info(f"xlt report: {path}: its targets or summary are not a list and an object")
+    if not matches(data.get("targets", []), ListOf(str)) or not isinstance(data.get("summary") or {}, dict) \
+            or not matches(data.get("counts") or {}, MapOf(int)):
+        log.info(f"xlt report: {path}: its targets, summary or counts are not names, an object and numbers")
         return Reading(gap=f"damaged result file {path}")
     if lang != data.get("source") and lang not in data.get("targets", []):
         return Reading(gap=f"{path} has no {lang} results (targets: {', '.join(data.get('targets', []))})")

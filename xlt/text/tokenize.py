@@ -101,6 +101,8 @@ class TokenizerConfig:
         unknown = set(data) - names - {"backend", "library_versions"}
         if unknown:
             raise XltError(f"unknown tokenizer setting(s): {', '.join(sorted(unknown))}", path)
+        if not isinstance(data.get("library_versions") or {}, dict):
+            raise XltError("tokenizer config: 'library_versions' must be an object (library -> version)", path)
         config = cls(**{k: v for k, v in data.items() if k in names})
         for library, saved in (data.get("library_versions") or {}).items():
             if saved != version(library):

@@ -129,7 +129,7 @@ class Vocabulary:
             raise XltError("ownership sidecar does not match its vocabulary file (was the vocabulary edited?)", sidecar)
         # a hand-edited sidecar: "prefix_lang": "yes" would read every token as <unk>
         prefix_lang = meta.get("prefix_lang", False)
-        if len(set(languages)) != len(languages) or not all(isinstance(l, str) and l for l in languages):
+        if not all(isinstance(l, str) and l for l in languages) or len(set(languages)) != len(languages):
             raise XltError(f"ownership sidecar: 'languages' must be distinct language codes, got {languages!r}", sidecar)
         bad = [o for o in owners if isinstance(o, bool) or not isinstance(o, int) or not 0 <= o < 1 << len(languages)]
         if bad or not isinstance(prefix_lang, bool):

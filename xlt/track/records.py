@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from typing import Iterable, Optional
 
 from xlt.utils.errors import XltError
+from xlt.utils.shapes import require_fields
 from xlt.utils.outputs import cannot_write
 
 RECORDS = "records.jsonl"
@@ -72,7 +73,9 @@ def append_records(path: str, records: Iterable[Record]) -> None:
         raise cannot_write(path, e) from None
 
 
-RECORD_KEYS = ("run", "snapshot", "measure")   # what a record is found by (RecordIndex)
+# What a record is found by (RecordIndex) and what its bound is kept under, with their kinds.
+RECORD_KEYS = {"run": str, "snapshot": str, "measure": str}
+RECORD_OPTIONAL = {"lang": (str, None), "layer": (int, None), "value": (float, None), "bound": (float, None)}
 
 
 def read_records(path: str) -> list[dict]:
@@ -88,11 +91,7 @@ def read_records(path: str) -> list[dict]:
                 record = json.loads(line)
             except ValueError:
                 continue
-            if not isinstance(record, dict):
-                raise XltError("not a tracking record (a JSON object per line)", path, number)
-            if missing := [key for key in RECORD_KEYS if key not in record]:
-                raise XltError(f"not a tracking record: no {', '.join(map(repr, missing))} field", path, number)
-            out.append(record)
+            out.append(require_fields(record, RECORD_KEYS, path, "a tracking record", number, RECORD_OPTIONAL))
     return out
 
 

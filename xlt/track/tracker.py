@@ -142,11 +142,11 @@ class RunTracker:
             from xlt.pretrain.distributed import Dist
             from xlt.pretrain.plan import resolve
             from xlt.pretrain.trainer import Pretrainer
-            from xlt.utils.textio import read_json
+            from xlt.utils.rundir import read_run_description
             from xlt.utils.typed import conform
 
             path = os.path.join(self.run, "config.json")
-            raw = read_json(path, "run description").get("config", {})
+            raw = read_run_description(path)["config"]
             hints = typing.get_type_hints(PretrainConfig)
             values = {k: conform(v, hints[k], f"setting {k}", path=path) for k, v in raw.items() if k in hints}
             # The run's own copy of the vocabulary; codes only segment new text, which dev stores are not.

@@ -22,6 +22,7 @@ from xlt import __version__
 from xlt.utils import log
 from xlt.utils.errors import PathLike, XltError
 from xlt.utils.outputs import atomic_output, cannot_write, write_json
+from xlt.utils.shapes import ListOf, require_fields
 from xlt.utils.textio import read_json
 
 
@@ -173,6 +174,13 @@ class MetricsLog:
                 f.write(json.dumps(r) + "\n")
 
 
+def read_run_description(path: PathLike) -> dict[str, Any]:
+    """A run directory's ``config.json`` with the shape its readers rely on (its settings an object,
+    its inputs an object or null, its resumes a list of objects), or one error line naming it."""
+    return require_fields(read_json(path, "run description"), {"config": dict}, path, "a run description",
+                          optional={"inputs": (dict, None), "resumes": ListOf(dict)})
+
+
 def check_same_config(run_dir: PathLike, resolved: dict[str, Any], mutable: tuple[str, ...] = (),
                       defaults: Optional[dict[str, Any]] = None) -> bool:
     """Compare with an existing run's ``config.json``; return True if there is one to resume.
@@ -187,7 +195,7 @@ def check_same_config(run_dir: PathLike, resolved: dict[str, Any], mutable: tupl
     path = os.path.join(os.fspath(run_dir), "config.json")
     if not os.path.exists(path):
         return False
-    previous = {**(defaults or {}), **read_json(path, "run description").get("config", {})}
+    previous = {**(defaults or {}), **read_run_description(path)["config"]}
     differing = sorted(k for k in set(previous) | set(resolved)
                        if k not in mutable and previous.get(k) != resolved.get(k))
     if differing:
@@ -216,8 +224,8 @@ def record_resume(run_dir: PathLike, at: dict[str, int], resolved: Optional[dict
     and the settings it changed), keeping the command and environment the run started with: a run
     carried on from another machine or CPU kind is bit-reproducible on neither, and says so."""
     path = os.path.join(os.fspath(run_dir), "config.json")
-    description = read_json(path, "run description")
-    before = description.get("config", {})
+    description = read_run_description(path)
+    before = description["config"]
     resolved = before if resolved is None else resolved
     # a key the description lacks is a setting added to xlt since, at its default (the resume was let
     # through on that): not a change

@@ -1,0 +1,168 @@
+"""xlt's own files read back with a field of another JSON type (a hand edit, a damaged copy, another
+version): each is one XltError naming the file, found where it is read (a fuzzing pass found each of
+these as a TypeError, KeyError or AttributeError at the field's first use)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from finetune_toy import build_toy_world
+
+from xlt.utils.errors import XltError
+from xlt.utils.shapes import ListOf, MapOf, describe, matches, require_fields
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def test_kinds_as_json_has_them():
+    assert matches(1, float) and matches(1.5, float) and not matches(True, float) and not matches(1.5, int)
+    assert matches(None, (str, None)) and not matches(7, (str, None))
+    assert matches(["a", "b"], ListOf(str)) and not matches(["a", 1], ListOf(str)) and not matches("ab", ListOf(str))
+    assert matches({"f1": 1.0, "p": None}, MapOf((float, None))) and not matches({"f1": "7"}, MapOf(float))
+    assert describe((str, None)) == "a string or null" and describe(ListOf(int)) == "a list of integers"
+    with pytest.raises(XltError, match=r"^f.json: not a thing: 'n' is a string, expected an integer$"):
+        require_fields({"n": "3"}, {"n": int}, "f.json", "a thing")
+    with pytest.raises(XltError, match=r"not a thing \(a JSON object was expected, this is a list\)") as error:
+        require_fields([1], {}, "f.json", "a thing", line=4)
+    assert (error.value.path, error.value.line) == ("f.json", 4)
+    assert require_fields({"n": 3}, {"n": int}, "f.json", "a thing", optional={"m": str}) == {"n": 3}
+
+
+# ---- fine-tuning: a finished run's train.json and cached evaluations, read again by a rerun ------------
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    from xlt.finetune.config import FinetuneConfig
+    from xlt.finetune.runner import finetune
+
+    world = build_toy_world(tmp_path_factory.mktemp("damaged") / "world")
+    out = tmp_path_factory.mktemp("damaged") / "out"
+
+    def config(output: Path) -> FinetuneConfig:
+        return FinetuneConfig(task="finetune_toy:ToyTask", model=str(world.run), output=str(output), checkpoint="last",
+                              train=("en", str(world.split("en", "train"))), dev=("en", str(world.split("en", "dev"))),
+                              eval={"fr": (str(world.split("fr", "dev")), str(world.split("fr", "test")))},
+                              batch_size=[8], encoder_lr=[1e-4], head_lr=[1e-3], seeds=[1], epochs=1)
+    finetune(config(out))
+    return out, config, finetune
+
+
+def damage(path: Path, change) -> None:
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps(change(data)))
+
+
+@pytest.mark.parametrize("name, change, says", [
+    ("train.json", lambda d: [1], "not a fine-tuning summary (a JSON object was expected, this is a list)"),
+    ("train.json", lambda d: {k: v for k, v in d.items() if k != "best_epoch"}, "no 'best_epoch' field"),
+    ("train.json", lambda d: {**d, "source_dev_main": "7"}, "'source_dev_main' is a string, expected a number"),
+    ("eval", lambda d: {**d, "metrics": None}, "not a cached evaluation: 'metrics' is null"),
+    ("eval", lambda d: {**d, "metrics": {**d["metrics"], "accuracy": "7"}}, "'metrics' is an object"),
+    ("eval", lambda d: {**d, "predictions": [1]}, "'predictions' is a list"),
+])
+def test_a_rerun_names_a_damaged_file_of_a_finished_run(finished, tmp_path, name, change, says):
+    out, config, finetune = finished
+    copy = shutil.copytree(out, tmp_path / "out")
+    run = next((copy / "runs").iterdir())
+    target = run / "train.json" if name == "train.json" else sorted((run / "eval").glob("fr-dev-*.json"))[0]
+    damage(target, change)
+    with pytest.raises(XltError, match=re.escape(says)) as error:
+        finetune(config(copy))
+    assert error.value.path == str(target)
+
+
+# ---- a pretraining run's config.json on resume, and its text.json --------------------------------------
+
+@pytest.mark.parametrize("change, says", [
+    (lambda d: {**d, "inputs": [1]}, "'inputs' is a list, expected an object or null"),
+    (lambda d: {**d, "inputs": {**d["inputs"], "stores": [1]}}, "'stores' is a list"),
+    (lambda d: {**d, "inputs": {**d["inputs"], "stores": {"train/en": [1]}}}, "'stores' is an object, expected"),
+    (lambda d: {**d, "config": {**d["config"], "codes": 7}}, "'codes' is an integer"),
+    (lambda d: {**d, "config": [1]}, "'config' is a list, expected an object"),
+])
+def test_a_damaged_run_description_is_one_error_before_resuming(tiny_run, tmp_path, change, says):
+    from xlt.pretrain.run_files import changed_inputs
+
+    run = shutil.copytree(tiny_run, tmp_path / "run")
+    damage(run / "config.json", change)
+    with pytest.raises(XltError, match=says) as error:
+        changed_inputs(str(run), "0" * 64, {}, {})
+    assert error.value.path == str(run / "config.json")
+
+
+def test_a_damaged_resume_list_is_one_error(tiny_run, tmp_path):
+    from xlt.utils.rundir import record_resume
+
+    run = shutil.copytree(tiny_run, tmp_path / "run")
+    damage(run / "config.json", lambda d: {**d, "resumes": 7})
+    with pytest.raises(XltError, match="'resumes' is an integer, expected a list of objects"):
+        record_resume(run, {"step": 1})
+
+
+def test_library_versions_of_another_shape_are_one_error(tiny_run, tmp_path):
+    from xlt.model.xlt_run import PretrainedRun
+
+    run = shutil.copytree(tiny_run, tmp_path / "run")
+    damage(run / "text.json", lambda d: {lang: {**s, "library_versions": [1]} for lang, s in d.items()})
+    with pytest.raises(XltError, match="'library_versions' must be an object"):
+        PretrainedRun.load(run).text("en")
+
+
+# ---- files of the analyses and of tracking --------------------------------------------------------------
+
+def test_a_damaged_extraction_header_is_one_error(tmp_path):
+    from xlt.analysis.cka_compare import _reps_header
+
+    header = tmp_path / "rep.en.json"
+    for content, says in ((None, "this is null"), ({"level": "sentence", "layers": {"a": 1}, "count": 3}, "'layers' is an object"),
+                          ({"level": "sentence", "layers": [], "count": 3}, "'layers' is empty")):
+        header.write_text(json.dumps(content))
+        with pytest.raises(XltError, match=says):
+            _reps_header(str(tmp_path / "rep.en"))
+
+
+@pytest.mark.parametrize("layers", [1, ["x"], [[1]]])
+def test_a_map_header_with_other_layers_is_one_error(tmp_path, layers):
+    from xlt.model.interventions import MAP_FORMAT, load_map
+
+    (tmp_path / "map.json").write_text(json.dumps({"format": MAP_FORMAT, "source": "en", "target": "fr", "layers": layers}))
+    with pytest.raises(XltError, match="not a map header: 'layers' is"):
+        load_map(str(tmp_path), None, "en", 16, 2)
+
+
+def test_an_ownership_sidecar_with_a_list_for_a_language_is_one_error(tmp_path):
+    from xlt.text.vocab import SIDECAR_SUFFIX, Vocabulary
+
+    vocab = Vocabulary(["a", "b"], [3, 2])
+    vocab.languages, vocab.owners = ["en", "fr"], [1, 2]
+    vocab.save(tmp_path / "vocab")
+    damage(tmp_path / f"vocab{SIDECAR_SUFFIX}", lambda d: {**d, "languages": [[], "fr"]})
+    with pytest.raises(XltError, match="'languages' must be distinct language codes"):
+        Vocabulary.load(tmp_path / "vocab")
+
+
+@pytest.mark.parametrize("field, value", [("run", 7), ("run", None), ("snapshot", []), ("layer", []), ("lang", [])])
+def test_a_tracking_record_of_another_shape_is_one_error(tmp_path, field, value):
+    from xlt.track.records import read_records
+
+    record = {"run": "r", "snapshot": "step-5", "measure": "cka", "lang": "fr", "layer": 1, "value": 0.5}
+    (tmp_path / "records.jsonl").write_text(json.dumps(record) + "\n" + json.dumps({**record, field: value}) + "\n")
+    with pytest.raises(XltError, match=f"not a tracking record: '{field}' is") as error:
+        read_records(str(tmp_path / "records.jsonl"))
+    assert error.value.line == 2
+
+
+@pytest.mark.parametrize("change", [{"targets": [7]}, {"complete": False, "counts": [1]}])
+def test_a_result_file_of_another_shape_is_a_gap_in_the_report(tmp_path, change):
+    from xlt.report.sources import FINETUNE_FORMAT, finetune_score
+
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps({"format": FINETUNE_FORMAT, "source": "en", "targets": ["fr"], "complete": True,
+                                "summary": {"selected": {"variants": {"plain": {"fr": {"test": {"mean": 50.0}}}}}},
+                                **change}))
+    reading = finetune_score(str(path), "fr")
+    assert reading.value is None and reading.gap == f"damaged result file {path}"
