@@ -275,7 +275,9 @@ DAMAGED_CKA = [{"label": "Bilingual", "column": "en-fr"},                       
                {"label": "Bilingual", "column": "en-fr", "layers": [0], "cka": ["x"], "average": 0.5},
                {"column": "en-fr", "layers": [0], "cka": [0.5], "average": 0.5},
                *({"label": "Bilingual", "column": "en-fr", "layers": [0], "cka": [0.5], "average": 0.5,
-                  "retrieval": retrieval} for retrieval in (5, ["x"], {"pearson": "x"}))]
+                  "retrieval": retrieval} for retrieval in (5, ["x"], {"pearson": "x"})),
+               {"label": "Bilingual", "column": "en-fr", "layers": [{}], "cka": [0.5], "average": 0.5},
+               {"label": "Bilingual", "column": "en-fr", "layers": [0], "cka": [0.5], "average": 0.5, "n": "40"}]
 
 
 @pytest.mark.parametrize("damage", DAMAGED_CKA)
@@ -297,6 +299,8 @@ def test_a_damaged_cka_column_is_one_error_line_in_cka_table_and_a_gap_in_the_re
 
 @pytest.mark.parametrize("damage", [{}, {"grid": []}, {"grid": [{"layer": 1}], "best": {}},
                                     {"grid": [{"layer": 1, "alpha": 1.0, "bleu1": 3.0, "convert_rate": "x"}],
+                                     "best": {"layer": 1, "alpha": 1.0, "bleu1": 3.0}},
+                                    {"grid": [{"layer": 1, "alpha": 1.0, "bleu1": 3.0}],
                                      "best": {"layer": 1, "alpha": 1.0, "bleu1": 3.0}}])
 def test_a_damaged_shift_decode_result_is_one_error_line(damage, tmp_path):
     import json

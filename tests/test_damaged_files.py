@@ -166,3 +166,30 @@ def test_a_result_file_of_another_shape_is_a_gap_in_the_report(tmp_path, change)
                                 **change}))
     reading = finetune_score(str(path), "fr")
     assert reading.value is None and reading.gap == f"damaged result file {path}"
+
+
+@pytest.mark.parametrize("which, change, says", [
+    ("means", lambda h: {k: v for k, v in h.items() if k != "lang"}, "no 'lang' field"),
+    ("means", lambda h: {**h, "lang": ["en"]}, "'lang' is a list, expected a string"),
+    ("means", lambda h: {k: v for k, v in h.items() if k != "tokens"}, "no 'tokens' field"),
+    ("shift", lambda h: {k: v for k, v in h.items() if k != "src"}, "no 'src' field"),
+    ("shift", lambda h: {**h, "tgt": {"a": 1}}, "'tgt' is an object, expected a string"),
+])
+def test_a_means_or_shift_header_of_another_shape_is_one_error(tmp_path, which, change, says):
+    import numpy as np
+
+    from xlt.model.interventions import LanguageShift, load_means, save_means
+
+    for lang in ("en", "fr"):
+        save_means(str(tmp_path / f"{lang}.npz"), np.zeros((3, 4), np.float32),
+                   {"lang": lang, "run": "r", "step": 1, "sentences": 2, "tokens": 9})
+    path = tmp_path / ("en.npz" if which == "means" else "shift.npz")
+    if which == "shift":
+        LanguageShift.from_means(str(tmp_path / "en.npz"), str(tmp_path / "fr.npz")).save(str(path))
+    with np.load(path, allow_pickle=False) as data:
+        arrays = {k: data[k] for k in data.files}
+    arrays["header"] = np.array(json.dumps(change(json.loads(str(arrays["header"])))))
+    np.savez(path, **arrays)
+    with pytest.raises(XltError, match=re.escape(says)) as error:
+        (load_means if which == "means" else LanguageShift.load)(str(path))
+    assert error.value.path == str(path)

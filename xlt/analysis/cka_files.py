@@ -35,6 +35,9 @@ def check_column(col: dict, path: PathLike) -> dict:
             or not all(isinstance(v, Real) for v in [*values, col.get("average")]):
         raise XltError("malformed CKA column: 'layers', 'cka' and 'average' must be one number per layer "
                        "and their mean", path)
+    if not all(isinstance(x, int) and not isinstance(x, bool) for x in layers) \
+            or not isinstance(col.get("n"), (int, type(None))) or isinstance(col.get("n"), bool):
+        raise XltError("malformed CKA column: 'layers' must be layer numbers and 'n' a count", path)
     retrieval = col.get("retrieval")
     if retrieval is not None and not (isinstance(retrieval, dict)
                                       and isinstance(retrieval.get("pearson"), (Real, type(None)))):

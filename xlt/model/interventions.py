@@ -186,6 +186,7 @@ def save_means(path: str, mean: np.ndarray, header: dict) -> None:
 def load_means(path: str) -> tuple[np.ndarray, dict]:
     """A means file -> (mean [n_layers+1, D], header)."""
     header, arrays = _load_npz(path, MEANS_FORMAT, ["mean"])
+    require_fields(header, {"lang": str, "sentences": int, "tokens": int}, path, f"an {MEANS_FORMAT} header")
     return arrays["mean"], header
 
 
@@ -230,6 +231,7 @@ class LanguageShift:
     @classmethod
     def load(cls, path: str) -> "LanguageShift":
         header, arrays = _load_npz(path, SHIFT_FORMAT, ["mean_src", "mean_tgt"])
+        require_fields(header, {"src": str, "tgt": str}, path, f"an {SHIFT_FORMAT} header")
         return cls(header["src"], header["tgt"], arrays["mean_src"], arrays["mean_tgt"], header)
 
 
