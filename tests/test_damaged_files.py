@@ -193,3 +193,39 @@ def test_a_means_or_shift_header_of_another_shape_is_one_error(tmp_path, which, 
     with pytest.raises(XltError, match=re.escape(says)) as error:
         (load_means if which == "means" else LanguageShift.load)(str(path))
     assert error.value.path == str(path)
+
+
+# ---- result files read by the reports: a damaged one is a gap, never a traceback ------------------------
+
+def test_a_result_file_that_is_not_an_object_is_a_gap(tmp_path):
+    from xlt.report.sources import load_json
+
+    (tmp_path / "r.json").write_text("[1]")
+    assert load_json(str(tmp_path / "r.json")) == (None, f"damaged result file {tmp_path / 'r.json'}")
+
+
+@pytest.mark.parametrize("runs", [{"a": 1}, [{"status": "done", "shift_alpha": {"fr": "2"}}]])
+def test_shift_weights_of_another_shape_are_a_gap(tmp_path, runs):
+    from xlt.report.sources import FINETUNE_FORMAT, shift_alphas
+
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps({"format": FINETUNE_FORMAT, "summary": {}, "runs": runs}))
+    assert shift_alphas(str(path), "fr").gap == f"damaged result file {path}"
+
+
+def test_align_results_of_another_shape_read_as_missing(tmp_path):
+    from xlt.report.alignment import _per_layer, _word_p1
+    from xlt.report.kept_alignment import _read
+    from xlt.report.liu_figures import mrr_reading
+
+    word = {"results": [{"layer": 0, "csls": [1], "queries": "6"}], "space": [1]}
+    assert _word_p1(word) == (None, None, 0) and _per_layer(word, "contextual-word") == {}
+    assert _word_p1({"results": [{"layer": 0, "csls": {"p@1": "0.1"}, "queries": 60}], "space": {"target_words": 9}}) \
+        == (None, 9, 60)
+    path = tmp_path / "kept.json"
+    path.write_text(json.dumps({"command": "align sentence", "map": "none", "layers": [0, None], "p_at_1": [0.1, "x"]}))
+    assert _read(str(path)) == (None, f"{path} is not an `xlt align sentence` result")
+    path = tmp_path / "mrr.json"
+    path.write_text(json.dumps({"results": [{"layer": 1, "mrr": 0.25}, {"layer": 2, "mrr": None}],
+                                "source": {"kind": "xlt", "run": 7}}))
+    assert mrr_reading(str(path)).value == 0.25

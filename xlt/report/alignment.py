@@ -16,6 +16,7 @@ from xlt.report.findings import Inconclusive, Verdict, check, decide
 from xlt.report.plots import Panel, Series, per_layer
 from xlt.report.render import Cell, ReportTable
 from xlt.report.sources import load_json
+from xlt.utils.shapes import matches
 
 LEVELS = (("word", "word"), ("contextual-word", "contextual word"), ("sentence", "sentence"))
 # Word translation counts as aligned when P@1 is at least this multiple of chance (1 / target words);
@@ -33,8 +34,12 @@ def _entries(result: dict) -> list[dict]:
 def _word_p1(result: dict) -> tuple[Optional[float], Optional[int], int]:
     """CSLS P@1 of the embedding tables (percent), the target space size and the number of queries."""
     entry = next((r for r in _entries(result) if r.get("layer") in ("embeddings", 0)), None) or {}
-    p1 = (entry.get("csls") or {}).get("p@1")
-    return (None if p1 is None else 100.0 * p1), (result.get("space") or {}).get("target_words"), entry.get("queries", 0)
+    csls, space, queries = entry.get("csls"), result.get("space"), entry.get("queries", 0)
+    p1 = csls.get("p@1") if isinstance(csls, dict) else None
+    words = space.get("target_words") if isinstance(space, dict) else None
+    # a damaged file's odd fields read as missing: the finding then says "no word-level result"
+    return (100.0 * p1 if matches(p1, float) else None), (words if matches(words, int) else None), \
+        (queries if matches(queries, int) else 0)
 
 
 def _per_layer(result: dict, level: str) -> dict[int, float]:
@@ -42,7 +47,8 @@ def _per_layer(result: dict, level: str) -> dict[int, float]:
     out = {}
     for entry in _entries(result):
         layer = entry.get("layer")
-        value = (entry.get("csls") or {}).get("p@1") if level == "contextual-word" else entry.get("p_at_1")
+        csls = entry.get("csls") if isinstance(entry.get("csls"), dict) else {}
+        value = csls.get("p@1") if level == "contextual-word" else entry.get("p_at_1")
         if isinstance(layer, int) and isinstance(value, (int, float)):
             out[layer] = 100.0 * value
     return out

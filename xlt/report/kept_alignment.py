@@ -22,6 +22,7 @@ from typing import Callable, Optional, Sequence
 from xlt.report.plots import Panel, Series, per_layer
 from xlt.report.render import Cell, ReportTable
 from xlt.report.sources import load_json
+from xlt.utils.shapes import ListOf, matches
 
 STAGES = (("pretrained", "pretrained"), ("xnli", "after XNLI"), ("ner", "after NER"), ("parse", "after parsing"))
 AVERAGE = "mean 1-L"
@@ -41,8 +42,8 @@ def _read(path: str) -> tuple[Optional[dict], Optional[str]]:
     if data is None:
         return None, reason
     layers, p_at_1 = data.get("layers"), data.get("p_at_1")
-    if data.get("command") != "align sentence" or not isinstance(layers, list) or not isinstance(p_at_1, list) \
-            or len(layers) != len(p_at_1):
+    if data.get("command") != "align sentence" or not matches(layers, ListOf(int)) \
+            or not matches(p_at_1, ListOf(float)) or len(layers) != len(p_at_1):
         return None, f"{path} is not an `xlt align sentence` result"
     if data.get("map") != "none":
         return None, f"{path} was measured through a learned map, not in the joint model (--map none)"

@@ -166,6 +166,7 @@ def build_table4(results_dir: str, table1_dir: Optional[str], languages: Sequenc
     mds_path, all_path, one_model = table4_paths(results_dir, table1_dir, languages)
     loaded = [load_json(p)[0] for p in sorted({*mds_path.values(), *all_path.values()} - {None})]
     config = next((d.get("config", {}) for d in (load_json(p)[0] for p in mds_path.values()) if d), {})
+    config = config if isinstance(config, dict) else {}   # a damaged file's cells are gaps below
     frozen = config.get("freeze_bottom")
     top_label = f"fine-tune above layer {frozen} (bottom frozen)" if frozen else "fine-tune the top layers"
     # key: (results file per pair, variant, the paper's row, label)

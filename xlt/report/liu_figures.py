@@ -28,6 +28,7 @@ from xlt.report.bars import BarPanel, grouped_bars
 from xlt.report.findings import HOLDS, Finding, Inconclusive, Verdict, check
 from xlt.report.render import Cell, ReportTable
 from xlt.report.sources import Reading, finetune_score, load_json, plateau_reason
+from xlt.utils.shapes import matches
 
 MODELS = {"bert": "BERT", "bert-w20": "BERT (20-token windows)", "w2v-w5": "Word2Vec (window 5)",
           "w2v-w128": "Word2Vec (window 128)", "w2v-w256": "Word2Vec (window 256)", "glove": "GloVe"}
@@ -43,7 +44,8 @@ def mrr_reading(path: str, layer: str = "last", group: Optional[tuple[str, str]]
     data, gap = load_json(path)
     if data is None:
         return Reading(gap=gap)
-    results = [r for r in data.get("results") or [] if isinstance(r, dict) and "mrr" in r]
+    results = data.get("results") or []
+    results = [r for r in results if isinstance(r, dict) and matches(r.get("mrr"), float)] if isinstance(results, list) else []
     if not results:
         return Reading(gap=f"{path} holds no MRR")
     if layer == "best":
@@ -70,7 +72,7 @@ def _plateau(result: dict) -> Optional[str]:
     """Why the xlt model whose contextual words an ``xlt align`` result averaged had not learned (None: it had)."""
     side = result.get("source") if isinstance(result.get("source"), dict) else {}
     target = result.get("target") if isinstance(result.get("target"), dict) else {}
-    if side.get("kind") != "xlt" or not side.get("run"):
+    if side.get("kind") != "xlt" or not isinstance(side.get("run"), str) or not side["run"]:
         return None
     return plateau_reason(side["run"], side.get("step"), [l for l in (side.get("lang"), target.get("lang")) if l])
 

@@ -40,7 +40,10 @@ def load_json(path: str, expected_format: Optional[str] = None) -> tuple[Optiona
     except (OSError, ValueError, UnicodeDecodeError) as e:
         log.info(f"xlt report: {path}: unreadable ({e})")
         return None, f"unreadable result file {path}"
-    if expected_format and (not isinstance(data, dict) or data.get("format") != expected_format):
+    if not isinstance(data, dict):   # every result file xlt writes is one JSON object
+        log.info(f"xlt report: {path}: not a JSON object")
+        return None, f"damaged result file {path}"
+    if expected_format and data.get("format") != expected_format:
         log.info(f"xlt report: {path}: not a {expected_format} file")
         return None, f"{path} is not a {expected_format} file"
     return data, None
@@ -157,7 +160,11 @@ def shift_alphas(path: str, lang: str) -> Reading:
     if data is None:
         return Reading(gap=gap)
     selected = nested(data, "summary", "selected").get("grid_point")
-    alphas = sorted({run["shift_alpha"][lang] for run in data.get("runs", [])
+    runs = data.get("runs", [])
+    if not matches(runs, ListOf(dict)) or not all(matches(run.get("shift_alpha") or {}, MapOf(float)) for run in runs):
+        log.info(f"xlt report: {path}: its runs are not objects with a number per language as shift_alpha")
+        return Reading(gap=f"damaged result file {path}")
+    alphas = sorted({run["shift_alpha"][lang] for run in runs
                      if run.get("status") == "done" and run.get("grid_point") == selected
                      and lang in (run.get("shift_alpha") or {})})
     if not alphas:
