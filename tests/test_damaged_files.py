@@ -229,3 +229,20 @@ def test_align_results_of_another_shape_read_as_missing(tmp_path):
     path.write_text(json.dumps({"results": [{"layer": 1, "mrr": 0.25}, {"layer": 2, "mrr": None}],
                                 "source": {"kind": "xlt", "run": 7}}))
     assert mrr_reading(str(path)).value == 0.25
+
+
+@pytest.mark.parametrize("edit, says", [
+    (lambda d: d["wu2020_table1"].update(source=["x"]), "wu2020_table1's source (a JSON object was expected"),
+    (lambda d: d["liu2020_table2"]["source"].pop("citation"), "liu2020_table2's source: no 'citation' field"),
+    (lambda d: d["wu2020_alignment"]["source"].update(lines={"a": 1}), "'lines' is an object"),
+    (lambda d: d["wu2020_figure7"].pop("pairs"), "not wu2020_figure7: no 'pairs' field"),
+    (lambda d: d["wu2020_figure7"]["pairs"].update({"en-fr": []}), "'pairs' is an object, expected"),
+])
+def test_an_edited_paper_numbers_file_is_one_error(tmp_path, edit, says):
+    from xlt.report import paper
+
+    data = paper.load()
+    edit(data)
+    (tmp_path / "numbers.json").write_text(json.dumps(data))
+    with pytest.raises(XltError, match=re.escape(says)):
+        paper.load(str(tmp_path / "numbers.json"))

@@ -12,6 +12,7 @@ import os
 from typing import Any, Optional
 
 from xlt.utils.errors import XltError
+from xlt.utils.shapes import ListOf, MapOf, require_fields
 from xlt.utils.textio import read_json
 
 PAPER_NUMBERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "paper_numbers.json")
@@ -27,6 +28,13 @@ def load(path: Optional[str] = None) -> dict[str, Any]:
     for section in SECTIONS:
         if not isinstance(data.get(section), dict) or "source" not in data[section]:
             raise XltError(f"section {section!r} with a 'source' is missing", path)
+        require_fields(data[section]["source"], {"citation": str, "where": str}, path, f"{section}'s source",
+                       optional={"file": (str, None), "lines": (ListOf(int), None)})
+    figure7 = MapOf(MapOf(dict))   # pair -> column -> {"layers": [...], "average": ...}
+    require_fields(data["wu2020_figure7"], {"pairs": figure7}, path, "wu2020_figure7")
+    for pair, columns in data["wu2020_figure7"]["pairs"].items():
+        for column, values in columns.items():
+            require_fields(values, {"layers": ListOf(float), "average": float}, path, f"Figure 7's {pair} {column}")
     languages = data["wu2020_table1"].get("languages", [])
     for row in data["wu2020_table1"].get("rows", []):
         for task in TABLE1_TASKS:
