@@ -54,16 +54,22 @@ def matches(value: Any, kind: Kind) -> bool:
 
 
 def describe(kind: Kind) -> str:
-    """``kind`` in words: "a string or null", "a list of integers"."""
+    """``kind`` in words: "a string or null", "a list of integers", "an object of objects"."""
     if isinstance(kind, tuple):
         return " or ".join(describe(k) for k in kind)
-    if kind is None:
-        return "null"
-    if isinstance(kind, ListOf):
-        return f"a list of {describe(kind.kind).split(' ', 1)[-1]}s"
-    if isinstance(kind, MapOf):
-        return f"an object of {describe(kind.kind).split(' ', 1)[-1]}s"
-    return NAMES.get(kind, kind.__name__)
+    if isinstance(kind, (ListOf, MapOf)):
+        return f"{'a list' if isinstance(kind, ListOf) else 'an object'} of {_plural(kind.kind)}"
+    return "null" if kind is None else NAMES.get(kind, kind.__name__)
+
+
+def _plural(kind: Kind) -> str:
+    if isinstance(kind, tuple):
+        return " or ".join(_plural(k) for k in kind)
+    if isinstance(kind, (ListOf, MapOf)):
+        return "lists" if isinstance(kind, ListOf) else "objects"
+    plurals = {None: "nulls", str: "strings", int: "integers", float: "numbers", bool: "true or false values",
+               dict: "objects", list: "lists"}
+    return plurals[kind] if kind in plurals else kind.__name__ + "s"
 
 
 def require_fields(value: Any, fields: Mapping[str, Kind], path: PathLike, what: str,
@@ -78,7 +84,10 @@ def require_fields(value: Any, fields: Mapping[str, Kind], path: PathLike, what:
             if key in fields:
                 raise XltError(f"not {what}: no {key!r} field", path, line)
         elif not matches(value[key], kind):
-            raise XltError(f"not {what}: {key!r} is {_of(value[key])}, expected {describe(kind)}", path, line)
+            containers = tuple({ListOf: list, MapOf: dict}[type(k)] for k in (kind if isinstance(kind, tuple) else (kind,))
+                               if isinstance(k, (ListOf, MapOf)))
+            found = "has items of another kind" if isinstance(value[key], containers) else f"is {_of(value[key])}"
+            raise XltError(f"not {what}: {key!r} {found}, expected {describe(kind)}", path, line)
     return value
 
 
