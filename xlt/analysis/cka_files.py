@@ -19,6 +19,7 @@ import numpy as np
 
 from xlt.utils.errors import PathLike, XltError
 from xlt.utils.outputs import json_text, written_together
+from xlt.utils.shapes import ListOf, matches
 from xlt.utils.textio import read_json
 
 COLUMN_FORMAT = "xlt-cka/1"
@@ -35,12 +36,10 @@ def check_column(col: dict, path: PathLike) -> dict:
             or not all(isinstance(v, Real) for v in [*values, col.get("average")]):
         raise XltError("malformed CKA column: 'layers', 'cka' and 'average' must be one number per layer "
                        "and their mean", path)
-    if not all(isinstance(x, int) and not isinstance(x, bool) for x in layers) \
-            or not isinstance(col.get("n"), (int, type(None))) or isinstance(col.get("n"), bool):
+    if not matches(layers, ListOf(int)) or not matches(col.get("n"), (int, None)):
         raise XltError("malformed CKA column: 'layers' must be layer numbers and 'n' a count", path)
     retrieval = col.get("retrieval")
-    if retrieval is not None and not (isinstance(retrieval, dict)
-                                      and isinstance(retrieval.get("pearson"), (Real, type(None)))):
+    if retrieval is not None and not (isinstance(retrieval, dict) and matches(retrieval.get("pearson"), (float, None))):
         raise XltError("malformed CKA column: 'retrieval' must be null or an object with a 'pearson' number", path)
     return col
 
