@@ -237,6 +237,14 @@ def test_align_results_of_another_shape_read_as_missing(tmp_path):
     (lambda d: d["wu2020_alignment"]["source"].update(lines={"a": 1}), "'lines' is an object"),
     (lambda d: d["wu2020_figure7"].pop("pairs"), "not wu2020_figure7: no 'pairs' field"),
     (lambda d: d["wu2020_figure7"]["pairs"].update({"en-fr": []}), "'pairs' has items of another kind, expected an object of objects"),
+    (lambda d: d["liu2020_table2"]["directions"]["en-de"].pop("convert_rate_layer10"),
+     "not Liu Table 2's en-de: no 'convert_rate_layer10' field"),
+    (lambda d: d["liu2020_table2"]["directions"]["en-fr"]["convert_rate_layer10"].pop("2"),
+     "en-fr: convert_rate_layer10 needs exactly the α 1, 2, 3"),
+    (lambda d: d["liu2020_table2"]["directions"]["en-fr"].update(best_layer="ten"), "'best_layer' is a string"),
+    (lambda d: d["liu2020_table4"]["rows"].pop("finetune_last_6_layers_mds"), "missing: finetune_last_6_layers_mds"),
+    (lambda d: d["liu2020_table4"]["rows"]["finetune_all_layers"].update(de="67.05"), "'rows' has items of another kind"),
+    (lambda d: d["liu2020_table4"].pop("shifting_weight"), "not liu2020_table4: no 'shifting_weight' field"),
 ])
 def test_an_edited_paper_numbers_file_is_one_error(tmp_path, edit, says):
     from xlt.report import paper

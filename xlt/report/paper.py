@@ -19,6 +19,8 @@ PAPER_NUMBERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "paper_
 FORMAT = "xlt-paper-numbers/1"
 SECTIONS = ("wu2020_table1", "wu2020_figure7", "wu2020_alignment", "liu2020_table2", "liu2020_table4")
 TABLE1_TASKS = ("xnli", "ner", "parse")
+LIU_ALPHAS = ("1", "2", "3")   # Table 2's convert rates, by shifting weight α
+LIU_TABLE4_ROWS = ("finetune_all_layers", "finetune_last_6_layers", "finetune_last_6_layers_mds")
 
 
 def load(path: Optional[str] = None) -> dict[str, Any]:
@@ -43,7 +45,28 @@ def load(path: Optional[str] = None) -> dict[str, Any]:
                                                   for k in [*languages, "avg"]):
                 raise XltError(f"Table 1 row {row.get('row')!r}: {task} needs a number for each of "
                                f"{', '.join(languages)} and avg", path)
+    _check_liu(data, path)
     return data
+
+
+def _check_liu(data: dict[str, Any], path: str) -> None:
+    """Liu et al.'s Table 2 (per direction) and Table 4 (per fine-tuning row) as the reports read them."""
+    table2 = data["liu2020_table2"]
+    require_fields(table2, {"directions": MapOf(dict)}, path, "liu2020_table2")
+    for direction, numbers in table2["directions"].items():
+        require_fields(numbers, {"bleu1_layer11_alpha3": float, "convert_rate_layer10": MapOf(float)}, path,
+                       f"Liu Table 2's {direction}", optional={"best_bleu1": float, "best_layer": int,
+                                                                "best_alpha": float})
+        if sorted(numbers["convert_rate_layer10"]) != list(LIU_ALPHAS):
+            raise XltError(f"Liu Table 2's {direction}: convert_rate_layer10 needs exactly the α "
+                           f"{', '.join(LIU_ALPHAS)}", path)
+    table4 = data["liu2020_table4"]
+    require_fields(table4, {"rows": MapOf(MapOf((float, None))), "shifting_weight": MapOf(float)}, path,
+                   "liu2020_table4")
+    missing = [row for row in LIU_TABLE4_ROWS if row not in table4["rows"]]
+    if missing:
+        raise XltError(f"liu2020_table4 needs the rows {', '.join(LIU_TABLE4_ROWS)}; missing: {', '.join(missing)}",
+                       path)
 
 
 def describe(source: dict[str, Any]) -> str:
