@@ -463,6 +463,16 @@ def test_alignment_report_reads_the_three_levels(tmp_path):
     assert (tmp_path / "out" / "alignment.png").exists()
 
 
+def test_a_damaged_word_file_is_a_named_gap_not_a_blank_cell(tmp_path):
+    from xlt.report.alignment import build
+
+    (tmp_path / "en-fr.word.json").write_text(json.dumps({"space": {"target_words": 2000}, "results": [
+        {"layer": "embeddings", "queries": 300, "csls": {"p@1": "0.25"}}]}))   # a string where P@1 was
+    table, _ = build(str(tmp_path), ["fr"])
+    word = table.rows[0][1][0]
+    assert word.value is None and word.gap == "no word-level P@1 in the file"
+
+
 def test_latex_escapes_specials():
     assert latex_escape("a_b & 50% #1 Δ") == r"a\_b \& 50\% \#1 $\Delta$"
 

@@ -75,6 +75,8 @@ def build(results_dir: str, languages: Sequence[str], numbers: Optional[dict] = 
             for level, _ in LEVELS:
                 result, gap = results[pair, level]
                 if level == "word":
+                    # a file read but holding no P@1 (damaged, edited) is a named gap, not a blank cell
+                    gap = gap or (None if words[pair][0] is not None else "no word-level P@1 in the file")
                     cells.append(Cell(value=words[pair][0], gap=gap) if layer == layers[0] else Cell())
                 else:
                     cells.append(Cell(value=layered.get((pair, level), {}).get(layer), gap=gap))
