@@ -12,7 +12,7 @@ import pytest
 from conftest import assert_one_line_error, run_xlt
 from pretrain_fixtures import build_inputs, tiny_args
 
-from test_report import write_results
+from report_files import write_results
 from test_report_noise import seeded
 from xlt.embed.config import EmbedConfig
 from xlt.finetune.ner import read_tagged

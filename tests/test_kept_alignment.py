@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import assert_one_line_error, run_in_process
+from conftest import run_in_process
 from test_makefile import dry_run, xlt_commands
 
 

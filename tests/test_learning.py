@@ -344,7 +344,7 @@ def test_zero_shot_transfer_to_fake_english_needs_pretraining(fake_english, defa
 
 
 def test_zero_shot_transfer_to_fake_english_needs_shared_layers(fake_english, default_transfer):
-    separate = pretrain_fake_english(fake_english, "separate", "--sharing", "sep-emb", "--separate-layers", 1, 1)
+    pretrain_fake_english(fake_english, "separate", "--sharing", "sep-emb", "--separate-layers", 1, 1)
     # Both models learned their languages about as well: a lower transfer is the sharing's doing.
     for lang in ("en", FAKE):
         key = f"valid_{lang}_mlm_ppl"

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, run_xlt
-from test_report import run_record, write_translation
+from report_files import run_record, write_translation
 from xlt.finetune.selection import summarize
 from xlt.model.spec import model_depth
 from xlt.report import liu

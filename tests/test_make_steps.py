@@ -160,7 +160,7 @@ def test_a_longer_curve_resumes_the_run_and_fine_tunes_only_the_new_snapshots(tm
 def test_table1_at_a_snapshot_reads_each_curved_rows_seeds_beside_table1s_references(tmp_path):
     """make reproduce-table1-at-steps for real: Table 1's layout linked from the curves' folders, and
     `xlt report table1` deciding on them (NER only; Sep L1-3's two models above Sep L1-6's)."""
-    from test_report import one_point, write_baselines, write_results
+    from report_files import one_point, write_baselines, write_results
     work = tmp_path / "w"
     cells = {"steps/step-30000/en-fake": 40.0, "steps-sep-l1-3/step-30000/en-fake": 20.0,
              "steps-sep-l1-3/step-30000/en-fake-seed1": 22.0, "steps-sep-l1-6/step-30000/en-fake": 3.0,

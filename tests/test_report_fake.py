@@ -9,7 +9,7 @@ import json
 import pytest
 
 from conftest import run_xlt
-from test_report import cell, one_point, write_baselines, write_results
+from report_files import cell, one_point, write_baselines, write_results
 from xlt.report import table1, table1_fake
 from xlt.report.findings import FAILS, HOLDS, INCONCLUSIVE
 from xlt.report.table1_findings import EnglishScores

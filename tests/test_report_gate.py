@@ -9,8 +9,8 @@ from typing import Optional
 
 import pytest
 
-from test_report import cell
-from test_report_noise import finding, write_cell
+from report_files import cell, finding
+from test_report_noise import write_cell
 from xlt.finetune.selection import summarize
 from xlt.report import paper, table1
 from xlt.report.findings import FAILS, HOLDS, INCONCLUSIVE, Inconclusive, Verdict

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from test_report import METRIC, cell, run_record, write_baselines, write_results
+from report_files import METRIC, cell, finding, run_record, write_baselines, write_results
 from xlt.report import table1, table1_fake
 from xlt.report.findings import FAILS, HOLDS, INCONCLUSIVE, Inconclusive
 from xlt.report.noise import SINGLE_SEED_SD, Estimate, Noise, Spread, estimate, judge
@@ -32,10 +32,6 @@ def seeded(task: str, target: str, scores: list[float], en: float = 60.0) -> lis
 
 def write_cell(root: Path, row: str, task: str, scores: list[float], lang: str = "fr", en: float = 60.0) -> None:
     write_results(root / row / f"en-{lang}" / task / "results.json", task, lang, seeded(task, lang, scores, en))
-
-
-def finding(t, start: str):
-    return next(f for f in t.findings if f.claim.startswith(start))
 
 
 def textbook_two_se(a: list[float], b: list[float]) -> float:

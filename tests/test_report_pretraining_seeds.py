@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from test_report import cell, write_results
-from test_report_noise import finding, seeded, write_cell
+from report_files import cell, finding, write_results
+from test_report_noise import seeded, write_cell
 from xlt.report import table1
 from xlt.report.findings import HOLDS, INCONCLUSIVE
 from xlt.report.noise import SINGLE_SEED_SD, estimate, pooled_sd

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from conftest import run_xlt
-from test_report import cell, one_point, write_baselines, write_results
+from report_files import cell, one_point, write_baselines, write_results
 from xlt.report import steps
 
 # (zero-shot, English) per snapshot and task. NER meets its targets from 10,000 steps (5,000: relative

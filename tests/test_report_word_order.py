@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from conftest import assert_one_line_error, run_xlt
-from test_report import cell, one_point, write_results
+from report_files import cell, one_point, write_results
 from test_report_fake import fill, write_pair
 from xlt.report import table1
 from xlt.report.findings import FAILS, HOLDS, INCONCLUSIVE

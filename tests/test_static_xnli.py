@@ -12,7 +12,7 @@ from conftest import assert_one_line_error, run_xlt
 
 from xlt.embed.formats import write_word2vec
 from xlt.finetune.task import Batch
-from xlt.model.bilstm import BiLSTMConfig, BiLSTMEncoder, PairMaxHead, embedding_table, segment_ids
+from xlt.model.bilstm import BiLSTMConfig, BiLSTMEncoder, PairMaxHead, segment_ids
 from xlt.model.xlt_run import pad_inputs
 from xlt.text.pipeline import model_input
 from xlt.text.vocab import EOS_ID

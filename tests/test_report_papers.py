@@ -1,0 +1,154 @@
+"""xlt report: Figure 7, Liu et al.'s Tables 2 and 4, the alignment report, every command's CLI, rendering."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import assert_one_line_error, run_xlt
+from report_files import LANGS, cell, one_point, run_record, write_cka, write_results, write_translation
+from xlt.report import figure7, liu
+from xlt.report.findings import FAILS, HOLDS, INCONCLUSIVE
+from xlt.report.render import latex_escape
+
+
+# ---- Figure 7 ---------------------------------------------------------------------------------------
+def test_figure7_table_gaps_findings_and_plot(tmp_path):
+    for lang, base, step in (("fr", 0.7, 0.1), ("ru", 0.6, 0.15)):   # the ru gap is the larger one
+        for column, shift in (("Bilingual", 0.0), ("Monolingual", -step), ("Random", -2 * step)):
+            write_cka(tmp_path / f"en-{lang}.{column}.json", f"en-{lang}", column, [base + shift] * 9)
+    write_cka(tmp_path / "en-zh.bi.json", "en-zh", "Bilingual", [0.3] * 9)
+    write_cka(tmp_path / "en-zh.mono.json", "en-zh", "Monolingual", [0.4] * 9)   # out of order
+    t, plot = figure7.build(str(tmp_path), LANGS)
+    plot(str(tmp_path / "out"))
+    assert (tmp_path / "out" / "figure7.png").read_bytes()[:4] == b"\x89PNG"
+    assert cell(t, "L0", "en-fr", "Bilingual").value == pytest.approx(0.7) and cell(t, "L0", "en-fr", "Bilingual").paper == 0.61
+    assert cell(t, "AVER", "en-ru", "Random").paper == 0.41
+    assert "en-zh Random" in cell(t, "L3", "en-zh", "Random").gap
+    order, gap = t.findings
+    assert order.verdict == INCONCLUSIVE and "en-zh Random" in order.detail and order.paper_verdict == HOLDS
+    assert gap.verdict == FAILS and "fr +0.10, ru +0.15, zh -0.10" in gap.detail and gap.paper_verdict == HOLDS
+
+
+# ---- Liu et al. ------------------------------------------------------------------------------------
+def test_liu_table2_uses_relative_depth_and_checks_the_convert_rate(tmp_path):
+    write_translation(tmp_path / "en-fr" / "en-fr.translate.json", "en", "fr", {1.0: 0.2, 2.0: 0.5, 3.0: 0.9})
+    write_translation(tmp_path / "en-fr" / "fr-en.translate.json", "fr", "en", {1.0: 0.3, 2.0: 0.2, 3.0: 0.4})
+    t = liu.build_table2(str(tmp_path), languages=["fr"])
+    bleu_row = next(label for label, _ in t.rows if label.startswith("BLEU-1"))
+    assert "layer=7" in bleu_row
+    assert cell(t, bleu_row, "", "en→fr").value == pytest.approx(73.0) and cell(t, bleu_row, "", "en→fr").paper == 12.18
+    cr3 = next(label for label, _ in t.rows if "α=3" in label and "convert" in label)
+    assert cell(t, cr3, "", "fr→en").value == pytest.approx(0.4) and cell(t, cr3, "", "fr→en").paper == 0.731
+    rising, most = t.findings
+    assert rising.verdict == FAILS and "fr-en" in rising.detail and rising.paper_verdict == HOLDS
+    assert most.verdict == FAILS and most.paper_verdict == HOLDS
+
+
+def test_liu_table4_rows_from_plain_and_shift_variants(tmp_path):
+    m = "accuracy"
+    point = {"batch_size": 32, "encoder_lr": 1e-4, "head_lr": 1e-3}
+    write_results(tmp_path / "table1" / "default" / "en-fr" / "xnli" / "results.json", "xnli", "fr",
+                  one_point("xnli", "fr", 50.0, en=70.0))
+    plain = {"en": {"dev": {m: 72.0}, "test": {m: 72.0}}, "fr": {"dev": {m: 52.0}, "test": {m: 53.0}}}
+    runs = [run_record(point, 12, 72.0, plain, shift={"fr": 1.5})]
+    runs[0]["results"]["shift"] = {"fr": {"dev": {m: 54.0}, "test": {m: 55.0}}}
+    write_results(tmp_path / "liu" / "en-fr" / "xnli-mds" / "results.json", "xnli", "fr", runs)
+    t = liu.build_table4(str(tmp_path / "liu"), str(tmp_path / "table1"), ["fr", "ru"])
+    labels = [label for label, _ in t.rows]
+    assert labels[1] == "fine-tune above layer 4 (bottom frozen)" and labels[2].endswith("MDS after layer 4")
+    assert cell(t, labels[0], "XNLI test accuracy", "fr").value == 50.0
+    assert cell(t, labels[1], "XNLI test accuracy", "fr").value == 53.0
+    assert cell(t, labels[2], "XNLI test accuracy", "fr").value == 55.0
+    assert cell(t, labels[2], "XNLI test accuracy", "en").gap == "the source language is not shifted"
+    assert cell(t, labels[1], "XNLI test accuracy", "en").value == 72.0
+    assert cell(t, labels[3], "XNLI test accuracy", "fr").value == 1.5
+    assert cell(t, labels[3], "XNLI test accuracy", "fr").paper == 0.7
+    assert cell(t, labels[1], "XNLI test accuracy", "ru").gap.startswith("not run yet")
+    avg = cell(t, labels[2], "XNLI test accuracy", "avg w/o en")
+    assert avg.value == 55.0 and avg.paper == 72.42      # the paper's over the same language (fr)
+    # one seed a row: no noise to judge a 2-point gain against
+    assert [f.verdict for f in t.findings] == [INCONCLUSIVE, INCONCLUSIVE]
+    assert "no noise estimate: one fine-tuning seed for" in t.findings[0].detail
+    assert [f.paper_verdict for f in t.findings] == [FAILS, HOLDS]   # the paper's fr numbers, as they are
+
+
+def write_table4(root: Path, all_: float, top: float, mds: float, spread: float) -> None:
+    """Table 4's three rows for en-fr over three seeds ``spread`` apart (mean as given)."""
+    m, point = "accuracy", {"batch_size": 32, "encoder_lr": 1e-4, "head_lr": 1e-3}
+    write_results(root / "table1" / "default" / "en-fr" / "xnli" / "results.json", "xnli", "fr",
+                  one_point("xnli", "fr", all_, en=70.0, spread=spread))
+    runs = []
+    for seed, d in ((12, -spread), (156, 0.0), (78, spread)):
+        plain = {"en": {"dev": {m: 72.0}, "test": {m: 72.0}}, "fr": {"dev": {m: top + d}, "test": {m: top + d}}}
+        runs.append(run_record(point, seed, 72.0, plain, shift={"fr": 1.5}))
+        runs[-1]["results"]["shift"] = {"fr": {"dev": {m: mds + d}, "test": {m: mds + d}}}
+    write_results(root / "liu" / "en-fr" / "xnli-mds" / "results.json", "xnli", "fr", runs)
+
+
+def test_liu_table4_findings_are_decided_beyond_the_seeds_noise(tmp_path):
+    def verdicts(*scores: float, spread: float) -> list[str]:
+        write_table4(tmp_path, *scores, spread=spread)
+        t = liu.build_table4(str(tmp_path / "liu"), str(tmp_path / "table1"), ["fr"])
+        return [f.verdict for f in t.findings], [f.detail for f in t.findings]
+
+    # all 50, top 53, MDS 55, seeds 0.5 apart: 2 SE of a difference = 2 sqrt(2 x 0.25 / 3) = 0.82
+    assert verdicts(50.0, 53.0, 55.0, spread=0.5)[0] == [HOLDS, HOLDS]
+    # the same means with seeds 4 apart (2 SE 6.5): a tenth of a point either way decides nothing
+    found, details = verdicts(50.0, 49.9, 50.0, spread=4.0)
+    assert found == [INCONCLUSIVE, INCONCLUSIVE]
+    assert "fr +0.10 (2 SE 6.53)" in details[0] and "top - all over fr: -0.10, 2 SE 6.53" in details[1]
+    # beyond the noise the other way: both fail
+    assert verdicts(50.0, 45.0, 43.0, spread=0.5)[0] == [FAILS, FAILS]
+
+
+# ---- alignment, CLI and rendering --------------------------------------------------------------------
+def test_every_report_command_runs_on_empty_results_and_has_an_example(tmp_path):
+    (tmp_path / "empty").mkdir()
+    for command in ("table1", "figure7", "alignment", "liu-table2"):
+        res = run_xlt("report", command, "--results-dir", tmp_path / "none", "-o", tmp_path / "out")
+        assert_one_line_error(res, "--results-dir", "does not exist")  # a typo, not a table of gaps
+        res = run_xlt("report", command, "--results-dir", tmp_path / "empty", "--langs", "fr,x y", "-o", tmp_path / "o")
+        assert_one_line_error(res, "--langs takes comma-separated language codes", "'x y'")
+        res = run_xlt("report", command, "--results-dir", tmp_path / "empty", "--langs", "fr,frr", "-o", tmp_path / "o")
+        assert_one_line_error(res, "unknown language 'frr' (accepted: ", " fr ")   # not a column of empty cells
+        assert not (tmp_path / "o").exists()
+        res = run_xlt("report", command, "--results-dir", tmp_path / "empty", "-o", tmp_path / "out")
+        assert res.returncode == 0, res.stderr
+        assert "—" in res.stdout and "not run yet" in res.stdout or "no `xlt" in res.stdout
+    res = run_xlt("report", "liu-table4", "--results-dir", tmp_path, "--table1-dir", tmp_path, "-o", tmp_path / "out")
+    assert res.returncode == 0, res.stderr
+    assert sorted(p.name for p in (tmp_path / "out").iterdir() if p.suffix == ".md") == [
+        "alignment.md", "figure7.md", "liu-table2.md", "liu-table4.md", "table1.md"]
+    for command in ("table1", "figure7", "alignment", "liu-table2", "liu-table4"):
+        assert "Example" in run_xlt("report", command, "--help").stdout
+    assert_one_line_error(run_xlt("report", "table1", "--results-dir", tmp_path, "--langs", ",", "-o", tmp_path),
+                          "--langs needs at least one language")
+
+
+def test_alignment_report_reads_the_three_levels(tmp_path):
+    (tmp_path / "en-fr.word.json").write_text(json.dumps({"space": {"target_words": 2000}, "results": [
+        {"layer": "embeddings", "queries": 300, "csls": {"p@1": 0.25}}]}))
+    (tmp_path / "en-fr.sentence.json").write_text(json.dumps({"results": [
+        {"layer": k, "p_at_1": 0.1 * k} for k in range(9)]}))
+    res = run_xlt("report", "alignment", "--results-dir", tmp_path, "--langs", "fr", "-o", tmp_path / "out")
+    assert res.returncode == 0, res.stderr
+    assert "| L0 | 25.0 | — [1] | 0.0 |" in res.stdout and "| L8 |  | — [1] | 80.0 |" in res.stdout
+    assert "**HOLDS**: Independently trained monolingual models align" in res.stdout
+    assert (tmp_path / "out" / "alignment.png").exists()
+
+
+def test_a_damaged_word_file_is_a_named_gap_not_a_blank_cell(tmp_path):
+    from xlt.report.alignment import build
+
+    (tmp_path / "en-fr.word.json").write_text(json.dumps({"space": {"target_words": 2000}, "results": [
+        {"layer": "embeddings", "queries": 300, "csls": {"p@1": "0.25"}}]}))   # a string where P@1 was
+    table, _ = build(str(tmp_path), ["fr"])
+    word = table.rows[0][1][0]
+    assert word.value is None and word.gap == "no word-level P@1 in the file"
+
+
+def test_latex_escapes_specials():
+    assert latex_escape("a_b & 50% #1 Δ") == r"a\_b \& 50\% \#1 $\Delta$"
