@@ -63,6 +63,8 @@ def damage(path: Path, change) -> None:
     ("eval", lambda d: {**d, "metrics": None}, "not a cached evaluation: 'metrics' is null"),
     ("eval", lambda d: {**d, "metrics": {**d["metrics"], "accuracy": "7"}}, "'metrics' has items of another kind, expected an object of numbers or nulls"),
     ("eval", lambda d: {**d, "predictions": [1]}, "'predictions' is a list"),
+    ("eval", lambda d: {**d, "metrics": {**d["metrics"], "accuracy": None}},
+     "not a cached evaluation's metrics: 'accuracy' is null, expected a number"),
 ])
 def test_a_rerun_names_a_damaged_file_of_a_finished_run(finished, tmp_path, name, change, says):
     out, config, finetune = finished
@@ -145,7 +147,8 @@ def test_an_ownership_sidecar_with_a_list_for_a_language_is_one_error(tmp_path):
         Vocabulary.load(tmp_path / "vocab")
 
 
-@pytest.mark.parametrize("field, value", [("run", 7), ("run", None), ("snapshot", []), ("layer", []), ("lang", [])])
+@pytest.mark.parametrize("field, value", [("run", 7), ("run", None), ("snapshot", []), ("layer", []), ("lang", []),
+                                          ("run_id", ["x"])])
 def test_a_tracking_record_of_another_shape_is_one_error(tmp_path, field, value):
     from xlt.track.records import read_records
 
@@ -229,6 +232,9 @@ def test_align_results_of_another_shape_read_as_missing(tmp_path):
     path.write_text(json.dumps({"results": [{"layer": 1, "mrr": 0.25}, {"layer": 2, "mrr": None}],
                                 "source": {"kind": "xlt", "run": 7}}))
     assert mrr_reading(str(path)).value == 0.25
+    for groups in ({"NOUN": "x"}, ["NOUN"], {"NOUN": {"mrr": "0.5"}}):   # the per-group breakdowns too
+        path.write_text(json.dumps({"results": [{"layer": 1, "mrr": 0.25, "by_pos": groups}]}))
+        assert mrr_reading(str(path), group=("by_pos", "NOUN")).gap is not None
 
 
 @pytest.mark.parametrize("edit, says", [
@@ -237,6 +243,10 @@ def test_align_results_of_another_shape_read_as_missing(tmp_path):
     (lambda d: d["wu2020_alignment"]["source"].update(lines={"a": 1}), "'lines' is an object"),
     (lambda d: d["wu2020_figure7"].pop("pairs"), "not wu2020_figure7: no 'pairs' field"),
     (lambda d: d["wu2020_figure7"]["pairs"].update({"en-fr": []}), "'pairs' has items of another kind, expected an object of objects"),
+    (lambda d: d["wu2020_alignment"]["source"].update(lines=[235]), "'lines' needs two numbers"),
+    (lambda d: d["wu2020_table1"].update(rows={"default": {}}), "not wu2020_table1: 'rows' is an object"),
+    (lambda d: d["wu2020_table1"]["rows"].append("sep-l1-9"), "not wu2020_table1: 'rows' has items of another kind"),
+    (lambda d: d["wu2020_table1"]["rows"][0].pop("row"), "not a Table 1 row: no 'row' field"),
     (lambda d: d["liu2020_table2"]["directions"]["en-de"].pop("convert_rate_layer10"),
      "not Liu Table 2's en-de: no 'convert_rate_layer10' field"),
     (lambda d: d["liu2020_table2"]["directions"]["en-fr"]["convert_rate_layer10"].pop("2"),

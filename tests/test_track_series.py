@@ -142,3 +142,18 @@ def test_a_folder_the_trainer_is_still_writing_is_left_for_the_next_call(series,
     add_checkpoint(series, 3000, -0.5)   # now whole
     assert track(capsys, series, parallel, out, "--measures", "cka").returncode == 0
     assert {r["snapshot"] for r in records(out)} == {"random", "step-1000", "step-2000", "step-3000"}
+
+
+def test_a_series_whose_config_names_its_languages_refuses_another_before_the_tracking_directory(tmp_path, capsys):
+    from transformers import XLMConfig, XLMWithLMHeadModel
+
+    root = tmp_path / "xlm-out"
+    config = XLMConfig(vocab_size=30, emb_dim=16, n_layers=1, n_heads=2, use_lang_emb=True, n_langs=2,
+                       lang2id={"en": 0, "fr": 1}, id2lang={0: "en", 1: "fr"})
+    XLMWithLMHeadModel(config).save_pretrained(root / "checkpoint-1000")
+    parallel = synthetic.write_corpus(tmp_path, n=10, seed=5)
+    out = tmp_path / "t"
+    res = run_in_process(capsys, "track", "--run", root, "--parallel", *parallel, "--source-lang", "en",
+                         "--target-lang", "de", "-o", out, "--device", "cpu")
+    assert res.returncode == 2 and "--target-lang 'de' is not one of the run's languages (en, fr)" in res.stderr
+    assert not out.exists()   # nothing recorded: the right call after it is not refused

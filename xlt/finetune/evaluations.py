@@ -81,6 +81,8 @@ def evaluations(exp: Inputs, run: RunFiles, trainer: Optional[RunTrainer] = None
         if os.path.exists(path):
             cached = require_fields(read_json(path), {"metrics": METRICS}, path, "a cached evaluation",
                                     optional={"predictions": (MapOf(str), None)})
+            # the main metric chooses epochs and shift weights: a number (NaN allowed), never absent
+            require_fields(cached["metrics"], {task.main_metric: float}, path, "a cached evaluation's metrics")
             if name is None or _intact(run.dir, cached.get("predictions"), name):
                 return cached["metrics"], name
             if not run.has_best_weights():   # nothing left to predict with: the metrics stand alone

@@ -61,10 +61,13 @@ def mrr_reading(path: str, layer: str = "last", group: Optional[tuple[str, str]]
         pairs = {"pairs": test.get("usable"), "checksum": test.get("checksum"), "plateau": _plateau(data)}
         return Reading(value=float(chosen["mrr"]), extra={"layer": chosen.get("layer"), **pairs})
     breakdown, name = group
-    scores = (chosen.get(breakdown) or {}).get(name)
+    groups = chosen.get(breakdown) if isinstance(chosen.get(breakdown), dict) else {}
+    scores = groups.get(name)
     if scores is None:
         how = {"by_pos": " (run with --pos-from)", "by_spelling": " (scored before xlt split MRR by spelling)"}
-        return Reading(gap=f"{path} has no {name} queries" + ("" if chosen.get(breakdown) else how.get(breakdown, "")))
+        return Reading(gap=f"{path} has no {name} queries" + ("" if groups else how.get(breakdown, "")))
+    if not isinstance(scores, dict) or not matches(scores.get("mrr"), float):
+        return Reading(gap=f"{path}: its {name} queries hold no MRR")   # damaged or edited: a gap
     return Reading(value=float(scores["mrr"]), extra={"queries": scores.get("queries")})
 
 

@@ -12,7 +12,7 @@ import os
 from typing import Any, Optional
 
 from xlt.utils.errors import XltError
-from xlt.utils.shapes import ListOf, MapOf, require_fields
+from xlt.utils.shapes import ListOf, MapOf, matches, require_fields
 from xlt.utils.textio import read_json
 
 PAPER_NUMBERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "paper_numbers.json")
@@ -30,23 +30,32 @@ def load(path: Optional[str] = None) -> dict[str, Any]:
     for section in SECTIONS:
         if not isinstance(data.get(section), dict) or "source" not in data[section]:
             raise XltError(f"section {section!r} with a 'source' is missing", path)
-        require_fields(data[section]["source"], {"citation": str, "where": str}, path, f"{section}'s source",
-                       optional={"file": (str, None), "lines": (ListOf(int), None)})
+        source = require_fields(data[section]["source"], {"citation": str, "where": str}, path, f"{section}'s source",
+                                optional={"file": (str, None), "lines": (ListOf(int), None)})
+        if source.get("lines") is not None and len(source["lines"]) != 2:
+            raise XltError(f"{section}'s source: 'lines' needs two numbers, the first and the last line", path)
     figure7 = MapOf(MapOf(dict))   # pair -> column -> {"layers": [...], "average": ...}
     require_fields(data["wu2020_figure7"], {"pairs": figure7}, path, "wu2020_figure7")
     for pair, columns in data["wu2020_figure7"]["pairs"].items():
         for column, values in columns.items():
             require_fields(values, {"layers": ListOf(float), "average": float}, path, f"Figure 7's {pair} {column}")
-    languages = data["wu2020_table1"].get("languages", [])
-    for row in data["wu2020_table1"].get("rows", []):
-        for task in TABLE1_TASKS:
-            cells = row.get(task)
-            if not isinstance(cells, dict) or any(not isinstance(cells.get(k), (int, float))
-                                                  for k in [*languages, "avg"]):
-                raise XltError(f"Table 1 row {row.get('row')!r}: {task} needs a number for each of "
-                               f"{', '.join(languages)} and avg", path)
+    _check_table1(data, path)
     _check_liu(data, path)
     return data
+
+
+def _check_table1(data: dict[str, Any], path: str) -> None:
+    """Table 1: every row named, with a number per language and the average for each task."""
+    table = require_fields(data["wu2020_table1"], {"languages": ListOf(str), "rows": ListOf(dict)}, path,
+                           "wu2020_table1")
+    languages = table["languages"]
+    for row in table["rows"]:
+        require_fields(row, {"row": str}, path, "a Table 1 row")
+        for task in TABLE1_TASKS:
+            cells = row.get(task)
+            if not isinstance(cells, dict) or any(not matches(cells.get(k), float) for k in [*languages, "avg"]):
+                raise XltError(f"Table 1 row {row['row']!r}: {task} needs a number for each of "
+                               f"{', '.join(languages)} and avg", path)
 
 
 def _check_liu(data: dict[str, Any], path: str) -> None:

@@ -75,7 +75,8 @@ def append_records(path: str, records: Iterable[Record]) -> None:
 
 # What a record is found by (RecordIndex) and what its bound is kept under, with their kinds.
 RECORD_KEYS = {"run": str, "snapshot": str, "measure": str}
-RECORD_OPTIONAL = {"lang": (str, None), "layer": (int, None), "value": (float, None), "bound": (float, None)}
+RECORD_OPTIONAL = {"lang": (str, None), "layer": (int, None), "value": (float, None), "bound": (float, None),
+                   "run_id": (str, None)}
 
 
 def read_records(path: str) -> list[dict]:

@@ -75,13 +75,20 @@ class RunTracker:
         # xlt dev stores, and each folder carries its own tokenizer (no one text pipeline to memoise).
         self.series = is_trainer_series(self.run)
         self.run_id = None if self.series else run_identity(self.run)
-        if self.series and "dev_ppl" in self.measures:
-            log.info(f"{self.label} dev_ppl: skipped (a transformers Trainer's output has no xlt pretraining "
-                     "config.json and dev stores to measure perplexity on)")
-            self.measures = [m for m in self.measures if m != "dev_ppl"]
+        # The languages, where known before any snapshot is loaded, check --source-lang/--target-lang
+        # before the tracking directory is made or written: an xlt run's, and a series' whose config
+        # names them (an XLM's lang2id; one that names none takes the options' languages).
+        if self.series:
+            if "dev_ppl" in self.measures:
+                log.info(f"{self.label} dev_ppl: skipped (a transformers Trainer's output has no xlt pretraining "
+                         "config.json and dev stores to measure perplexity on)")
+                self.measures = [m for m in self.measures if m != "dev_ppl"]
+            from xlt.model.hf_finetune import config_languages
+
+            named = config_languages(self.run, list_snapshots(self.run)[-1][1])
+            if named:
+                self._languages(named)
         elif os.path.exists(os.path.join(self.run, "text.json")):
-            # an xlt run's languages are known before any snapshot: --source-lang/--target-lang are
-            # checked before the tracking directory is made or written
             self._languages(run_languages(self.run))
 
     # ---- set-up, once a snapshot needs work ------------------------------------------------------
