@@ -15,6 +15,8 @@ import torch
 from conftest import run_in_process as in_process, assert_one_line_error, run_xlt
 from finetune_toy import build_toy_world, write_nli
 
+from xlt.text.fake import to_fake
+
 
 TESTS = Path(__file__).resolve().parent
 TOY = "finetune_toy:ToyTask"
@@ -76,6 +78,26 @@ def test_xnli_zero_shot(world, tmp_path):
         steps = [json.loads(line)["step"] for line in (out / run["dir"] / "metrics.jsonl").read_text().splitlines()]
         assert steps == [3, 6]  # epochs of 24 pairs in batches of 8
     assert results["summary"]["selected"]["variants"]["plain"]["fr"]["test"]["n"] == 2
+
+
+def test_xnli_text_read_as_nothing_is_an_error_before_training(world, tmp_path, capsys):
+    """Fake-English given under a real language's code: Moses blanks its private-use characters, and
+    the model would read every pair as its special tokens alone (chance, silently)."""
+    paths = {(lang, split): write_nli(tmp_path / f"{split}-{lang}.tsv", n, 20 + i, lang)
+             for lang in ("en", "fr") for i, (split, n) in enumerate((("train", 24), ("dev", 6), ("test", 6)))}
+    test_fr = paths["fr", "test"]
+    lines = test_fr.read_text(encoding="utf-8").splitlines()
+    premise, hypothesis, label = lines[2].split("\t")
+    lines[2] = "\t".join([premise, to_fake(hypothesis), label])
+    test_fr.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    res = in_process(capsys, "finetune", "xnli", "--model", world.run, "-o", out, "--checkpoint", "last",
+                     "--train", "en", paths["en", "train"], "--dev", "en", paths["en", "dev"],
+                     "--eval", "en", paths["en", "dev"], paths["en", "test"], "--eval", "fr", paths["fr", "dev"],
+                     test_fr, "--batch-size", "8", "--epochs", "1")
+    assert_one_line_error(res, f"{test_fr}:3:", "the hypothesis is no token at all once tokenized as fr",
+                          "Fake-English text is read as fake")
+    assert not (out / "runs").exists() or not any((out / "runs").iterdir())   # no run trained
 
 
 def test_a_failed_run_does_not_stop_the_grid(world, tmp_path, capsys):

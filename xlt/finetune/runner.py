@@ -116,6 +116,9 @@ class Experiment:
         self.device = resolve_device(plan.device)
         self.maps, self.shifts = self._read_transforms()
         self.runs_dir = plan.output.runs
+        for lang, split in self.splits:   # text the model reads as nothing fails now too (training's own at its start)
+            if (lang, split) != (self.source, "train"):
+                self.sizes(lang, split)
 
     # ---- inputs ---------------------------------------------------------------------------------
     def _read_splits(self) -> dict[tuple[str, str], Split]:
