@@ -25,7 +25,9 @@ Every sentence comes with its gold annotation, written in the formats the real t
 The lexicon is a parameter (:class:`Lexicon`): ``SMALL`` is synthetic's 30 words, which a model
 learns within a few hundred steps; ``Lexicon.pseudo`` makes open classes of any size from made-up
 words, for the Fake-English parsing test, where a lexicon a model cannot learn word by word is what
-makes it share its layers between two languages (tests/test_learning_parsing_transfer.py).
+makes it share its layers between two languages (tests/test_learning_parsing_transfer.py); with
+``objects_by_verb`` each verb takes objects of its own (bench/probe_nli_transfer.py asks whether
+contexts of its own pair a verb with its Fake-English twin).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import random
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Optional
 
 import synthetic
 
@@ -52,24 +55,30 @@ class Lexicon:
     antonym: dict[str, str] = field(hash=False)
     dets: tuple[str, ...] = tuple(en for en, _ in synthetic.LEXICON["det"])
     preps: tuple[str, ...] = ("in", "near", "with")
+    # verb -> the nouns it takes as objects (None: any noun): gives each verb contexts of its own
+    objects: Optional[dict[str, tuple[str, ...]]] = field(default=None, hash=False)
 
     @cached_property   # drawn from once per sentence
     def verbs(self) -> list[str]:
         return sorted(self.antonym)
 
     @classmethod
-    def pseudo(cls, nouns: int, adjectives: int, verb_pairs: int, seed: int = 7) -> "Lexicon":
+    def pseudo(cls, nouns: int, adjectives: int, verb_pairs: int, seed: int = 7,
+               objects_by_verb: bool = False) -> "Lexicon":
         """Open classes of made-up words (``kotavi``: two or three consonant-vowel syllables, no two
         alike): a lexicon as large as wanted, none of whose words is a determiner or a preposition
-        (those are not consonant-vowel syllables)."""
+        (those are not consonant-vowel syllables). ``objects_by_verb``: each verb takes its objects
+        from nouns of its own (the nouns split evenly), so that no two verbs share their contexts."""
         rng, words = random.Random(seed), set()
         while len(words) < nouns + adjectives + 2 * verb_pairs:
             words.add("".join(rng.choice("bcdfghklmnprstvz") + rng.choice("aeiou") for _ in range(rng.randint(2, 3))))
         drawn = sorted(words)
         rng.shuffle(drawn)
         verbs = drawn[nouns + adjectives:]
+        share = nouns // len(verbs)
+        objects = {v: tuple(drawn[i * share:(i + 1) * share]) for i, v in enumerate(verbs)} if objects_by_verb else None
         return cls(adjectives=tuple(drawn[nouns:nouns + adjectives]), nouns=tuple(drawn[:nouns]),
-                   antonym=_antonyms(dict(zip(verbs[::2], verbs[1::2]))))
+                   antonym=_antonyms(dict(zip(verbs[::2], verbs[1::2]))), objects=objects)
 
 
 # synthetic's lexicon, with verbs in antonym pairs (four of them are synthetic's).
@@ -113,9 +122,10 @@ class _Builder:
         self.tags.append(tag)
         return len(self.words)
 
-    def noun_phrase(self, rng: random.Random, max_adjectives: int, kind: str) -> tuple[int, str, str]:
+    def noun_phrase(self, rng: random.Random, max_adjectives: int, kind: str,
+                    nouns: Optional[tuple[str, ...]] = None) -> tuple[int, str, str]:
         """det adj* noun with its internal heads and its entity (type ``kind``); returns (noun index, det, noun)."""
-        det, noun = rng.choice(self.lexicon.dets), rng.choice(self.lexicon.nouns)
+        det, noun = rng.choice(self.lexicon.dets), rng.choice(nouns or self.lexicon.nouns)
         d = self.add(det, "DET", "det")
         adjectives = [self.add(rng.choice(self.lexicon.adjectives), "ADJ", "amod") for _ in range(rng.randint(0, max_adjectives))]
         n = self.add(noun, "NOUN", "")
@@ -146,7 +156,8 @@ def sentence(rng: random.Random, lexicon: Lexicon = SMALL) -> Sentence:
     verb = b.add(verb_word, "VERB", "root")
     b.heads[verb - 1] = 0
     b.heads[subject - 1], b.relations[subject - 1] = verb, "nsubj"
-    obj, odet, onoun = b.noun_phrase(rng, max_adjectives=2, kind="PAT")
+    objects = lexicon.objects[verb_word] if lexicon.objects else None
+    obj, odet, onoun = b.noun_phrase(rng, max_adjectives=2, kind="PAT", nouns=objects)
     b.heads[obj - 1], b.relations[obj - 1] = verb, "obj"
     b.maybe_pp(rng, obj, allowed=not used)
     stop = b.add(".", "PUNCT", "punct")
@@ -190,6 +201,8 @@ def nli_pair(rng: random.Random, premise: Sentence, label: str, lexicon: Lexicon
         other = lexicon.antonym[verb]
     else:
         other = rng.choice([v for v in lexicon.verbs if v not in (verb, lexicon.antonym[verb])])
+    if lexicon.objects and other != verb:   # the other verb's own object: neither side alone tells the label
+        onoun = rng.choice(lexicon.objects[other])
     return premise.text, " ".join([sdet, snoun, other, odet, onoun, "."]), label
 
 
