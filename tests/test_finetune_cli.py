@@ -82,22 +82,25 @@ def test_xnli_zero_shot(world, tmp_path):
 
 def test_xnli_text_read_as_nothing_is_an_error_before_training(world, tmp_path, capsys):
     """Fake-English given under a real language's code: Moses blanks its private-use characters, and
-    the model would read every pair as its special tokens alone (chance, silently)."""
+    the model would read every such pair as its special tokens alone (chance, silently)."""
     paths = {(lang, split): write_nli(tmp_path / f"{split}-{lang}.tsv", n, 20 + i, lang)
              for lang in ("en", "fr") for i, (split, n) in enumerate((("train", 24), ("dev", 6), ("test", 6)))}
-    test_fr = paths["fr", "test"]
-    lines = test_fr.read_text(encoding="utf-8").splitlines()
-    premise, hypothesis, label = lines[2].split("\t")
-    lines[2] = "\t".join([premise, to_fake(hypothesis), label])
-    test_fr.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    out = tmp_path / "out"
-    res = in_process(capsys, "finetune", "xnli", "--model", world.run, "-o", out, "--checkpoint", "last",
-                     "--train", "en", paths["en", "train"], "--dev", "en", paths["en", "dev"],
-                     "--eval", "en", paths["en", "dev"], paths["en", "test"], "--eval", "fr", paths["fr", "dev"],
-                     test_fr, "--batch-size", "8", "--epochs", "1")
-    assert_one_line_error(res, f"{test_fr}:3:", "the hypothesis is no token at all once tokenized as fr",
-                          "Fake-English text is read as fake")
-    assert not (out / "runs").exists() or not any((out / "runs").iterdir())   # no run trained
+    for (lang, split), line, column, segment in ((("fr", "test"), 3, 1, "hypothesis"), (("en", "train"), 5, 0, "premise")):
+        files = dict(paths)
+        files[lang, split] = tmp_path / f"blank-{split}-{lang}.tsv"
+        rows = [row.split("\t") for row in paths[lang, split].read_text(encoding="utf-8").splitlines()]
+        rows[line - 1][column] = to_fake(rows[line - 1][column])
+        files[lang, split].write_text("".join("\t".join(row) + "\n" for row in rows), encoding="utf-8")
+        out = tmp_path / f"out-{split}"
+        res = in_process(capsys, "finetune", "xnli", "--model", world.run, "-o", out, "--checkpoint", "last",
+                         "--train", "en", files["en", "train"], "--dev", "en", files["en", "dev"],
+                         "--eval", "en", files["en", "dev"], files["en", "test"], "--eval", "fr", files["fr", "dev"],
+                         files["fr", "test"], "--batch-size", "8", "--epochs", "1")
+        # one line (no start line before it), naming the file and line, and no run directory left
+        assert_one_line_error(res, f"{files[lang, split]}:{line}:",
+                              f"the {segment} is no token at all once tokenized as {lang}",
+                              "Fake-English text is read as fake")
+        assert not out.exists()
 
 
 def test_a_failed_run_does_not_stop_the_grid(world, tmp_path, capsys):

@@ -38,9 +38,9 @@ from xlt.finetune.config import FinetuneConfig, RunSettings
 from xlt.finetune.evaluations import evaluations
 from xlt.finetune.ordering import ExampleSizes, evaluation_order, example_sizes, ordered_batches
 from xlt.finetune.plan import FinetunePlan, make_plan, run_name_prefix
-from xlt.finetune.records import RunIdentity, RunRecord
+from xlt.finetune.records import RunEvaluations, RunIdentity, RunRecord
 from xlt.finetune.registry import resolve_task
-from xlt.finetune.runfiles import RunFiles, output_files_lock
+from xlt.finetune.runfiles import RunFiles, TrainingSummary, output_files_lock
 from xlt.finetune.task import Batch
 from xlt.finetune.trainer import RunTrainer, SourceData, frozen_parameter_names
 from xlt.loader.kinds import kind_named
@@ -116,9 +116,6 @@ class Experiment:
         self.device = resolve_device(plan.device)
         self.maps, self.shifts = self._read_transforms()
         self.runs_dir = plan.output.runs
-        for lang, split in self.splits:   # text the model reads as nothing fails now too (training's own at its start)
-            if (lang, split) != (self.source, "train"):
-                self.sizes(lang, split)
 
     # ---- inputs ---------------------------------------------------------------------------------
     def _read_splits(self) -> dict[tuple[str, str], Split]:
@@ -203,6 +200,19 @@ class Experiment:
     def run_dir(self, settings: RunSettings) -> str:
         return os.path.join(self.runs_dir, run_name_prefix(settings) + self.identity(settings).short_hash())
 
+    def cached(self, files: RunFiles) -> Optional[tuple[TrainingSummary, RunEvaluations]]:
+        """A finished run's training summary and evaluations, read from its files alone (a finished grid
+        loads no weights and encodes no data); None for a run still to train or evaluate."""
+        summary = files.training_summary()
+        evaluated = evaluations(self, files) if summary else None
+        return None if evaluated is None else (summary, evaluated)
+
+    def encode_splits(self) -> None:
+        """Every split encoded once, before any run trains: text the model would read as nothing (a
+        task's XltError naming file and line) is the command's error, not each run's failure."""
+        for lang, split in self.splits:
+            self.sizes(lang, split)
+
     def run_one(self, settings: RunSettings, on_epoch_end: Optional[Callable]) -> RunRecord:
         """Bring one run up to date; return its record (status done, busy or failed)."""
         run_dir = self.run_dir(settings)
@@ -212,11 +222,9 @@ class Experiment:
             return RunRecord(os.path.basename(run_dir), os.path.relpath(run_dir, self.plan.output.root), settings,
                              status, **outcome)
 
-        # Read from the files alone: a finished grid loads no model and encodes no data.
-        summary = files.training_summary()
-        cached = evaluations(self, files) if summary else None
+        cached = self.cached(files)
         if cached is not None:
-            return record("done", worked=False, training=summary, evaluations=cached)
+            return record("done", worked=False, training=cached[0], evaluations=cached[1])
         make_directory(run_dir)
         with contextlib.ExitStack() as stack:
             try:
@@ -266,8 +274,10 @@ def finetune(cfg: FinetuneConfig, on_epoch_end: Optional[Callable[[dict[str, Any
 def execute(plan: FinetunePlan, on_epoch_end: Optional[Callable[[dict[str, Any]], None]] = None) -> Outcome:
     """Run (or resume, or skip) every grid point and seed of ``plan``; write results.json and summary.md."""
     exp = Experiment(plan)
-    make_directory(exp.runs_dir)
     grid = list(plan.grid)
+    if not all(exp.cached(RunFiles(exp.run_dir(settings))) for settings in grid):
+        exp.encode_splits()
+    make_directory(exp.runs_dir)
     metric = exp.task.main_metric
     log.info(f"{plan.task}: {len(grid)} run(s), model {exp.model_source}, source {exp.source}, "
              f"targets {', '.join(exp.targets)}, device {exp.device}")
