@@ -19,9 +19,11 @@ Two variants ask what the transfer needs:
   task text is passed through as it is (the grammar is already tokenized: on plain pairs this is what
   the English and Fake-English tokenizers give, checked below).
 
-Example (one thread, ~3 min per pretraining seed and its fine-tuning):
+Example (one thread, ~6 min for two pretraining seeds and the control; ~12 with ``--steps 8000``;
+each variant in a folder of its own):
     .venv/bin/python bench/probe_nli_transfer.py --out /tmp/probe-nli --seeds 0,1 --control
     .venv/bin/python bench/probe_nli_transfer.py --out /tmp/probe-nli-anchors --anchors verbs --control
+    .venv/bin/python bench/probe_nli_transfer.py --out /tmp/probe-nli-nouns --anchors nouns --objects-by-verb
 """
 
 from __future__ import annotations
@@ -146,9 +148,15 @@ def main_probe() -> None:
     if args.anchors != "none":
         tokenize.Tokenizer.tokenize = lambda self, line: " ".join(line.split())
     root = args.out
-    if not (root / "vocab").exists():
+    # what the folder's data, models and fine-tuning runs were made with: they are reused, never mixed
+    made_with = {k: v for k, v in vars(args).items() if k not in ("out", "seeds", "control")}
+    if (root / "settings.json").exists():
+        if json.loads((root / "settings.json").read_text()) != made_with:
+            sys.exit(f"{root} was made with other settings ({root / 'settings.json'}): give another --out")
+    else:
         root.mkdir(parents=True, exist_ok=True)
         build(root, lexicon, args.train_pairs, args.anchors)
+        (root / "settings.json").write_text(json.dumps(made_with, indent=1) + "\n")
     models = []
     for seed in map(int, args.seeds.split(",")):
         run = f"default-{seed}"

@@ -68,15 +68,19 @@ class Lexicon:
         """Open classes of made-up words (``kotavi``: two or three consonant-vowel syllables, no two
         alike): a lexicon as large as wanted, none of whose words is a determiner or a preposition
         (those are not consonant-vowel syllables). ``objects_by_verb``: each verb takes its objects
-        from nouns of its own (the nouns split evenly), so that no two verbs share their contexts."""
+        from nouns of its own (``nouns // verbs`` each; any left over are never objects), so that no two
+        verbs share their contexts."""
         rng, words = random.Random(seed), set()
         while len(words) < nouns + adjectives + 2 * verb_pairs:
             words.add("".join(rng.choice("bcdfghklmnprstvz") + rng.choice("aeiou") for _ in range(rng.randint(2, 3))))
         drawn = sorted(words)
         rng.shuffle(drawn)
-        verbs = drawn[nouns + adjectives:]
-        share = nouns // len(verbs)
-        objects = {v: tuple(drawn[i * share:(i + 1) * share]) for i, v in enumerate(verbs)} if objects_by_verb else None
+        verbs, objects = drawn[nouns + adjectives:], None
+        if objects_by_verb:
+            share = nouns // len(verbs)
+            if share < 1:
+                raise ValueError(f"objects_by_verb needs a noun per verb: {nouns} nouns, {len(verbs)} verbs")
+            objects = {v: tuple(drawn[i * share:(i + 1) * share]) for i, v in enumerate(verbs)}
         return cls(adjectives=tuple(drawn[nouns:nouns + adjectives]), nouns=tuple(drawn[:nouns]),
                    antonym=_antonyms(dict(zip(verbs[::2], verbs[1::2]))), objects=objects)
 

@@ -99,7 +99,7 @@ def test_xnli_text_read_as_nothing_is_an_error_before_training(world, tmp_path, 
         # one line (no start line before it), naming the file and line, and no run directory left
         assert_one_line_error(res, f"{files[lang, split]}:{line}:",
                               f"the {segment} is no token at all once tokenized as {lang}",
-                              "Fake-English text is read as fake")
+                              "give Fake-English under the code fake")
         assert not out.exists()
 
 

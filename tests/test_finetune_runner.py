@@ -29,7 +29,7 @@ from xlt.model.checkpoint_io import load_checkpoint
 from xlt.model.xlt_run import PretrainedRun
 from xlt.text.pipeline import model_input
 from xlt.utils.errors import XltError
-from xlt.utils.rundir import cpu_model, exclusive_lock
+from xlt.utils.rundir import cpu_model, exclusive_lock, held_elsewhere
 
 TOY = "finetune_toy:ToyTask"
 
@@ -264,6 +264,26 @@ def test_a_locked_run_is_left_to_its_owner(world, tmp_path):
     outcome = finetune(cfg)
     assert outcome.exit_code == EXIT_OK and outcome.results["complete"] and "Incomplete" not in outcome.markdown
     assert [r["worked"] for r in outcome.results["runs"]] == [True, False]
+
+
+def test_a_grid_left_to_other_processes_encodes_nothing(world, tmp_path, monkeypatch):
+    """Cron's overlapping calls: when every run still to train is another process's, the command
+    reports them busy without encoding the splits (a paper-scale grid's minutes of tokenizing)."""
+    encoded = []
+    monkeypatch.setattr(Experiment, "encode_splits", lambda self: encoded.append(True))
+    cfg = config(world, tmp_path / "out")
+    exp = experiment(cfg)
+    lock = os.path.join(exp.run_dir(exp.plan.grid[0]), "lock")
+    assert not held_elsewhere(lock)   # no lock file yet
+    os.makedirs(os.path.dirname(lock))
+    with exclusive_lock(lock):
+        assert held_elsewhere(lock)
+        outcome = finetune(cfg)
+    assert outcome.exit_code == EXIT_BUSY and outcome.counts["busy"] == 1 and encoded == []
+    assert not held_elsewhere(lock)   # released, the file left behind
+    monkeypatch.undo()
+    outcome = finetune(cfg)
+    assert outcome.exit_code == EXIT_OK and outcome.results["runs"][0]["worked"]
 
 
 def test_test_time_transforms(world, tmp_path):

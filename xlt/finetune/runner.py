@@ -50,7 +50,7 @@ from xlt.utils import log
 from xlt.utils.device import resolve_device
 from xlt.utils.errors import XltError
 from xlt.utils.outputs import atomic_output, json_text, make_directory, write_json, written_together
-from xlt.utils.rundir import environment, exclusive_lock, write_run_description
+from xlt.utils.rundir import environment, exclusive_lock, held_elsewhere, write_run_description
 from xlt.utils.textio import file_sha256, read_json
 
 RESULTS_FORMAT = "xlt-finetune-results/1"
@@ -213,8 +213,10 @@ class Experiment:
         for lang, split in self.splits:
             self.sizes(lang, split)
 
-    def run_one(self, settings: RunSettings, on_epoch_end: Optional[Callable]) -> RunRecord:
-        """Bring one run up to date; return its record (status done, busy or failed)."""
+    def run_one(self, settings: RunSettings, on_epoch_end: Optional[Callable],
+                cached: Optional[tuple[TrainingSummary, RunEvaluations]]) -> RunRecord:
+        """Bring one run up to date (``cached``: what :meth:`cached` read of it); return its record
+        (status done, busy or failed)."""
         run_dir = self.run_dir(settings)
         files = RunFiles(run_dir)
 
@@ -222,7 +224,6 @@ class Experiment:
             return RunRecord(os.path.basename(run_dir), os.path.relpath(run_dir, self.plan.output.root), settings,
                              status, **outcome)
 
-        cached = self.cached(files)
         if cached is not None:
             return record("done", worked=False, training=cached[0], evaluations=cached[1])
         make_directory(run_dir)
@@ -275,15 +276,18 @@ def execute(plan: FinetunePlan, on_epoch_end: Optional[Callable[[dict[str, Any]]
     """Run (or resume, or skip) every grid point and seed of ``plan``; write results.json and summary.md."""
     exp = Experiment(plan)
     grid = list(plan.grid)
-    if not all(exp.cached(RunFiles(exp.run_dir(settings))) for settings in grid):
+    cached = [exp.cached(RunFiles(exp.run_dir(settings))) for settings in grid]
+    # Runs another process is training (cron's overlapping calls) are skipped as busy: no need to encode.
+    if any(c is None and not held_elsewhere(RunFiles(exp.run_dir(settings)).path("lock"))
+           for settings, c in zip(grid, cached)):
         exp.encode_splits()
     make_directory(exp.runs_dir)
     metric = exp.task.main_metric
     log.info(f"{plan.task}: {len(grid)} run(s), model {exp.model_source}, source {exp.source}, "
              f"targets {', '.join(exp.targets)}, device {exp.device}")
     records = []
-    for i, settings in enumerate(grid, 1):
-        record = exp.run_one(settings, on_epoch_end)
+    for i, (settings, done) in enumerate(zip(grid, cached), 1):
+        record = exp.run_one(settings, on_epoch_end, done)
         records.append(record.to_dict())
         log.info(f"[{i}/{len(grid)}] " + describe(record, metric, exp.source, exp.targets))
     counts = {status: sum(r["status"] == status for r in records) for status in ("done", "busy", "failed")}

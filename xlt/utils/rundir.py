@@ -117,6 +117,22 @@ def exclusive_lock(path: PathLike, what: str = "run directory", wait: Optional[s
         os.close(fd)
 
 
+def held_elsewhere(path: PathLike) -> bool:
+    """Whether another process holds :func:`exclusive_lock` on ``path`` now. A probe: it takes the lock
+    and drops it at once, so a process asking in that instant finds it busy, as with any holder."""
+    try:
+        fd = os.open(os.fspath(path), os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)   # which drops the lock
+    return False
+
+
 class MetricsLog:
     """``metrics.jsonl``: one JSON object per line, each appended with one ``write`` call."""
 
