@@ -16,6 +16,7 @@ import pytest
 from conftest import assert_one_line_error, run_xlt
 from sacremoses import MosesPunctNormalizer, MosesTokenizer
 
+from xlt.text.fake import to_fake
 from xlt.text.tokenize import Tokenizer, TokenizerConfig, chunked, tokenize_chunks, tokenize_lines
 from xlt.utils.errors import XltError
 
@@ -217,6 +218,24 @@ def test_unknown_language_is_one_line_error(tmp_path):
     res = run_xlt("tokenize", "--lang", "xx", source, "-o", out)
     assert_one_line_error(res, "xlt tokenize", "unknown language 'xx'")
     assert not out.exists() and list(tmp_path.iterdir()) == [source]
+
+
+def test_text_blanked_by_the_tokenizer_is_an_error_or_a_note(tmp_path):
+    """Fake-English under a real language's code: Moses' step blanks its private-use characters, and
+    the corpus became blank lines, silently; Fake-English's own code tokenizes it as English."""
+    english = ["The cat sleeps .", "", "A dog barks ."]
+    source, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    source.write_text("\n".join(to_fake(line) for line in english) + "\n", encoding="utf-8")
+    assert_one_line_error(run_xlt("tokenize", "--lang", "de", source, "-o", out), str(source),
+                          "every line tokenizes to nothing as de", "give Fake-English as --lang fake")
+    assert list(tmp_path.iterdir()) == [source]
+    run_xlt("tokenize", "--lang", "fake", source, "-o", out, check=True)
+    assert out.read_text(encoding="utf-8").splitlines() == [to_fake(line) for line in english]
+    # some lines only (a line of zero-width characters, say): the lines stay, blank, and a note says so
+    source.write_text("Der Hund bellt .\n" + to_fake("The cat sleeps .") + "\n\u200b\u200d\n", encoding="utf-8")
+    res = run_xlt("tokenize", "--lang", "de", source, "-o", out, check=True)
+    assert out.read_text(encoding="utf-8").splitlines() == ["Der Hund bellt .", "", ""]
+    assert "note: 2 of 3 lines tokenize to nothing as de" in res.stderr
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])

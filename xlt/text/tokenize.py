@@ -269,15 +269,35 @@ def tokenize_file(input_path: PathLike, output_path: Optional[PathLike], config:
         the number of lines written (always the number of lines read).
     """
     count = 0
-    chunks = tokenize_chunks(chunked(nonempty(read_lines(input_path), input_path), chunk_lines), config, workers)
+    text_lines = [0]   # lines with something on them: each should keep a token
+
+    def counted(lines: Iterable[str]) -> Iterator[str]:
+        for line in lines:
+            text_lines[0] += bool(line.strip())
+            yield line
+
+    chunks = tokenize_chunks(chunked(counted(nonempty(read_lines(input_path), input_path)), chunk_lines), config,
+                             workers)
     with atomic_output(output_path) as out:
         # Fork the worker pool (first chunk) before the progress bar starts its refresh thread.
         first = next(chunks, None)
+        kept = 0
         with log.progress(f"tokenize {config.lang}", unit="lines") as bar:
             start = time.monotonic()
             for chunk in chain([] if first is None else [first], chunks):
                 out.write("\n".join(chunk) + "\n")
                 count += len(chunk)
+                kept += sum(bool(line) for line in chunk)
                 bar.advance(len(chunk))
                 bar.update(status=f"{count / max(time.monotonic() - start, 1e-9):,.0f} lines/s")
+        # Moses' step blanks Unicode's category C (XLM's remove-non-printing-char): a file in a script
+        # made of such characters (Fake-English's private-use plane) would become blank lines, silently.
+        blanked = text_lines[0] - kept
+        if blanked and not kept:
+            raise XltError(f"every line tokenizes to nothing as {config.lang} (its characters are control, "
+                           "format, private-use or unassigned ones, which the tokenizer blanks; give "
+                           "Fake-English as --lang fake)", input_path)
+        if blanked:
+            log.info(f"note: {blanked:,} of {text_lines[0]:,} lines tokenize to nothing as {config.lang} "
+                     "(control, format, private-use or unassigned characters only): blank lines out")
     return count
