@@ -73,28 +73,18 @@ def word_classes(lexicon: grammar_tasks.Lexicon) -> dict[str, list[str]]:
 
 def build(root: Path, lexicon: grammar_tasks.Lexicon, train_pairs: int, anchors: str) -> None:
     """Pretraining stores and vocabulary of the pair, and NLI train (English), dev and test files."""
-    grammar_tasks.write_corpus(root / "en.train.txt", grammar_tasks.sentences(20_000, seed=100, lexicon=lexicon))
-    grammar_tasks.write_corpus(root / "english-of-fake.txt", grammar_tasks.sentences(20_000, seed=102, lexicon=lexicon))
-    grammar_tasks.write_corpus(root / "en.dev.txt", grammar_tasks.sentences(200, seed=101, lexicon=lexicon))
+    shared = word_classes(lexicon)[anchors] if anchors != "none" else []
+    grammar_tasks.fake_english_pair(root, lexicon, xlt, lambda text: anchored(text, shared))
     held = grammar_tasks.sentences(1000, seed=2, lexicon=lexicon)
     dev, test = held[:150], held[150:450]
     seen = {s.text for s in held}
     train = [s for s in grammar_tasks.sentences(train_pairs, seed=1, lexicon=lexicon) if s.text not in seen]
     for i, (split, items) in enumerate((("train", train), ("dev", dev), ("test", test))):
         grammar_tasks.write_nli(root / f"nli.en.{split}", items, seed=10 + i, lexicon=lexicon)
-    twins = {f"{FAKE}.train.txt": ("english-of-fake.txt", "text"), f"{FAKE}.dev.txt": ("en.dev.txt", "text"),
-             f"nli.{FAKE}.dev": ("nli.en.dev", "xnli"), f"nli.{FAKE}.test": ("nli.en.test", "xnli")}
-    for twin, (original, form) in twins.items():
-        xlt("fake-english", "--format", form, root / original, "-o", root / twin)
-        if anchors != "none":
-            shared = word_classes(lexicon)[anchors]
-            (root / twin).write_text(anchored((root / twin).read_text(encoding="utf-8"), shared), encoding="utf-8")
-    xlt("bpe", "vocab", "--lang", "en", "--lang", FAKE, "-o", root / "vocab", root / "en.train.txt",
-        root / f"{FAKE}.train.txt")
-    for lang in ("en", FAKE):
-        for split in ("train", "dev"):
-            xlt("binarize", "--vocab", root / "vocab", "--lang", lang, root / f"{lang}.{split}.txt",
-                "-o", root / f"{lang}.{split}")
+    for split in ("dev", "test"):
+        twin = root / f"nli.{FAKE}.{split}"
+        xlt("fake-english", "--format", "xnli", root / f"nli.en.{split}", "-o", twin)
+        twin.write_text(anchored(twin.read_text(encoding="utf-8"), shared), encoding="utf-8")
 
 
 def twin_p1(root: Path, run: str, lexicon: grammar_tasks.Lexicon, anchors: str) -> dict[str, float]:

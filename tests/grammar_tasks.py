@@ -36,9 +36,11 @@ import random
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import synthetic
+
+from xlt.text.fake import FAKE
 
 
 def _antonyms(pairs: dict[str, str]) -> dict[str, str]:
@@ -222,3 +224,24 @@ def write_corpus(path: Path, items: list[Sentence]) -> Path:
     path.write_text("\n".join(s.text for s in items) + "\n", encoding="utf-8")
     return path
 
+
+def fake_english_pair(root: Path, lexicon: Lexicon, xlt: Callable[..., None],
+                      fake_text: Callable[[str], str] = lambda text: text) -> None:
+    """The pretraining stores of English and Fake-English under ``root`` (``{en,fake}.{train,dev}``
+    and ``vocab``, whole words as the vocabulary): 20,000 different sentences per language, the same
+    200 dev sentences in both; Fake-English by ``xlt fake-english``, then ``fake_text`` (a probe's
+    change to it). ``xlt`` runs a command line of xlt."""
+    write_corpus(root / "en.train.txt", sentences(20_000, seed=100, lexicon=lexicon))
+    write_corpus(root / "english-of-fake.txt", sentences(20_000, seed=102, lexicon=lexicon))
+    write_corpus(root / "en.dev.txt", sentences(200, seed=101, lexicon=lexicon))
+    for original, split in (("english-of-fake.txt", "train"), ("en.dev.txt", "dev")):
+        fake = root / f"{FAKE}.{split}.txt"
+        xlt("fake-english", root / original, "-o", fake)
+        fake.write_text(fake_text(fake.read_text(encoding="utf-8")), encoding="utf-8")
+    # counted as the Makefile's joint vocabulary
+    xlt("bpe", "vocab", "--lang", "en", "--lang", FAKE, "-o", root / "vocab", root / "en.train.txt",
+        root / f"{FAKE}.train.txt")
+    for lang in ("en", FAKE):
+        for split in ("train", "dev"):
+            xlt("binarize", "--vocab", root / "vocab", "--lang", lang, root / f"{lang}.{split}.txt",
+                "-o", root / f"{lang}.{split}")

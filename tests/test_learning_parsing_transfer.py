@@ -71,18 +71,7 @@ def grammar_pair(tmp_path_factory) -> Path:
     """The pair's token stores and vocabulary, English parse files, their Fake-English twins, the
     trivial baselines, and the Default model pretrained on both languages."""
     root = tmp_path_factory.mktemp("grammar-fake")
-    grammar_tasks.write_corpus(root / "en.train.txt", grammar_tasks.sentences(20_000, seed=100, lexicon=LEXICON))
-    grammar_tasks.write_corpus(root / "english-of-fake.txt", grammar_tasks.sentences(20_000, seed=102, lexicon=LEXICON))
-    grammar_tasks.write_corpus(root / "en.dev.txt", grammar_tasks.sentences(200, seed=101, lexicon=LEXICON))
-    xlt("fake-english", root / "english-of-fake.txt", "-o", root / f"{FAKE}.train.txt")
-    xlt("fake-english", root / "en.dev.txt", "-o", root / f"{FAKE}.dev.txt")
-    # whole words are the vocabulary (as in section 2), counted as the Makefile's joint vocabulary
-    xlt("bpe", "vocab", "--lang", "en", "--lang", FAKE, "-o", root / "vocab", root / "en.train.txt",
-        root / f"{FAKE}.train.txt")
-    for lang in ("en", FAKE):
-        for split in ("train", "dev"):
-            xlt("binarize", "--vocab", root / "vocab", "--lang", lang, root / f"{lang}.{split}.txt",
-                "-o", root / f"{lang}.{split}")
+    grammar_tasks.fake_english_pair(root, LEXICON, xlt)   # whole words are the vocabulary (as in section 2)
 
     train = grammar_tasks.sentences(800, seed=1, lexicon=LEXICON)
     seen = {s.text for s in train}
