@@ -15,7 +15,8 @@ Two variants ask what the transfer needs:
   single out its twin (in the plain grammar every verb has the same contexts).
 * ``--anchors verbs``: the Fake-English text keeps the verbs' English spelling (shared tokens), in
   pretraining and in the test pairs; ``--anchors nouns`` keeps the nouns' instead (with
-  ``--objects-by-verb``, a verb and its twin then take the very same object tokens). xlt's Fake-English tokenizer maps every string to its twin, so
+  ``--objects-by-verb``, a verb and its twin then take the very same object tokens); ``--anchors
+  open`` shares all three open classes, the languages then differing in their closed classes only. xlt's Fake-English tokenizer maps every string to its twin, so
   task text is passed through as it is (the grammar is already tokenized: on plain pairs this is what
   the English and Fake-English tokenizers give, checked below).
 
@@ -73,7 +74,9 @@ def word_classes(lexicon: grammar_tasks.Lexicon) -> dict[str, list[str]]:
 
 def build(root: Path, lexicon: grammar_tasks.Lexicon, train_pairs: int, anchors: str) -> None:
     """Pretraining stores and vocabulary of the pair, and NLI train (English), dev and test files."""
-    shared = word_classes(lexicon)[anchors] if anchors != "none" else []
+    classes = word_classes(lexicon)
+    shared = ([] if anchors == "none" else [w for ws in classes.values() for w in ws] if anchors == "open"
+              else classes[anchors])
     grammar_tasks.fake_english_pair(root, lexicon, xlt, lambda text: anchored(text, shared))
     held = grammar_tasks.sentences(1000, seed=2, lexicon=lexicon)
     dev, test = held[:150], held[150:450]
@@ -91,7 +94,10 @@ def twin_p1(root: Path, run: str, lexicon: grammar_tasks.Lexicon, anchors: str) 
     """P@1 of each English word's twin among its class's twins, by cosine of centred input embeddings."""
     vocab = Vocabulary.load(root / "vocab")
     weights = load_checkpoint(root / run / "checkpoints" / "last.pt")["model"]["encoder.token_embeddings.weight"]
-    classes = {name: ws for name, ws in word_classes(lexicon).items() if name != anchors}   # shared: one token
+    classes = {name: ws for name, ws in word_classes(lexicon).items()
+               if anchors not in (name, "open")}   # shared words are one token
+    if not classes:
+        return {}
     words = [w for ws in classes.values() for w in ws]
     mean = {lang: weights[[vocab.index(f(w)) for w in words]].float().mean(0)
             for lang, f in (("en", str), (FAKE, to_fake))}
@@ -125,8 +131,8 @@ def main_probe() -> None:
     parser.add_argument("--lr", type=float, default=1e-3, help="encoder and head learning rate")
     parser.add_argument("--nouns", type=int, default=300, help="made-up nouns (the parsing test's 300)")
     parser.add_argument("--objects-by-verb", action="store_true", help="each verb takes objects of its own")
-    parser.add_argument("--anchors", choices=("none", "verbs", "nouns"), default="none",
-                        help="a word class spelled alike in both languages")
+    parser.add_argument("--anchors", choices=("none", "verbs", "nouns", "open"), default="none",
+                        help="a word class spelled alike in both languages (open: all three open classes)")
     parser.add_argument("--control", action="store_true", help="also the first seed's untrained control")
     args = parser.parse_args()
     torch.set_num_threads(1)
