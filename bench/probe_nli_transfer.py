@@ -9,16 +9,17 @@ with three fine-tuning seeds, and prints test accuracy on the English pairs and 
 twins, beside the untrained control (``--control``), with how well the input embeddings pair each
 word with its twin (P@1 among the words of its class, each language's mean removed).
 
-Two variants ask what the transfer needs:
+Two kinds of variant ask what the transfer needs:
 
 * ``--objects-by-verb``: each verb takes its objects from nouns of its own, so that a verb's contexts
   single out its twin (in the plain grammar every verb has the same contexts).
 * ``--anchors verbs``: the Fake-English text keeps the verbs' English spelling (shared tokens), in
   pretraining and in the test pairs; ``--anchors nouns`` keeps the nouns' instead (with
   ``--objects-by-verb``, a verb and its twin then take the very same object tokens); ``--anchors
-  open`` shares all three open classes, the languages then differing in their closed classes only. xlt's Fake-English tokenizer maps every string to its twin, so
-  task text is passed through as it is (the grammar is already tokenized: on plain pairs this is what
-  the English and Fake-English tokenizers give, checked below).
+  open`` shares all three open classes, the languages then differing in their closed classes only.
+  xlt's Fake-English tokenizer maps every string to its twin, so with anchors the task text is
+  passed through as it is (the grammar is already tokenized: on plain pairs this is what the
+  English and Fake-English tokenizers give, checked below).
 
 Example (one thread, ~6 min for two pretraining seeds and the control; ~12 with ``--steps 8000``;
 each variant in a folder of its own):
