@@ -150,6 +150,8 @@ def main_probe() -> None:
     if (root / "settings.json").exists():
         if json.loads((root / "settings.json").read_text()) != made_with:
             sys.exit(f"{root} was made with other settings ({root / 'settings.json'}): give another --out")
+    elif root.exists() and any(root.iterdir()):
+        sys.exit(f"{root} holds files but no settings.json: give another --out")
     else:
         root.mkdir(parents=True, exist_ok=True)
         build(root, lexicon, args.train_pairs, args.anchors)

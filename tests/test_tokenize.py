@@ -231,11 +231,15 @@ def test_text_blanked_by_the_tokenizer_is_an_error_or_a_note(tmp_path):
     assert list(tmp_path.iterdir()) == [source]
     run_xlt("tokenize", "--lang", "fake", source, "-o", out, check=True)
     assert out.read_text(encoding="utf-8").splitlines() == [to_fake(line) for line in english]
-    # some lines only (a line of zero-width characters, say): the lines stay, blank, and a note says so
+    # some lines only: they stay, blank, and a note counts them; a line of format characters alone (a
+    # BOM, zero-width spaces) is a blank line, as a file holding only a BOM is
     source.write_text("Der Hund bellt .\n" + to_fake("The cat sleeps .") + "\n\u200b\u200d\n", encoding="utf-8")
     res = run_xlt("tokenize", "--lang", "de", source, "-o", out, check=True)
     assert out.read_text(encoding="utf-8").splitlines() == ["Der Hund bellt .", "", ""]
-    assert "note: 2 of 3 lines tokenize to nothing as de" in res.stderr
+    assert "note: 1 of 2 lines tokenize to nothing as de" in res.stderr
+    source.write_text("\ufeff\n", encoding="utf-8")
+    res = run_xlt("tokenize", "--lang", "en", source, "-o", out, check=True)
+    assert out.read_text(encoding="utf-8") == "\n" and "note" not in res.stderr
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])
