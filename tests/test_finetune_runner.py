@@ -1,4 +1,5 @@
-"""The fine-tuning runner: zero-shot protocol, grid selection, resume, skip, lock, test-time transforms.
+"""The fine-tuning runner: zero-shot protocol, grid selection, resume, skip, test-time transforms
+(locks: test_finetune_locks.py).
 
 Everything runs the real runner in-process on a tiny pretrained en/fr model (language-specific
 embeddings and layer 1) with the toy task of ``finetune_toy`` -- a task the runner knows only
@@ -22,14 +23,14 @@ from xlt.finetune import ordering, selection
 from xlt.finetune.config import FinetuneConfig, default_path
 from xlt.finetune.plan import make_plan, resolve_grid
 from xlt.finetune.registry import TASKS
-from xlt.finetune.runner import EXIT_BUSY, EXIT_OK, Experiment, finetune
+from xlt.finetune.runner import EXIT_OK, Experiment, finetune
 from xlt.finetune.trainer import frozen_parameter_names, lr_factor
 from xlt.model.interventions import SHIFT_FORMAT, LanguageShift, load_map, load_shift
 from xlt.model.checkpoint_io import load_checkpoint
 from xlt.model.xlt_run import PretrainedRun
 from xlt.text.pipeline import model_input
 from xlt.utils.errors import XltError
-from xlt.utils.rundir import cpu_model, exclusive_lock, held_elsewhere
+from xlt.utils.rundir import cpu_model
 
 TOY = "finetune_toy:ToyTask"
 
@@ -248,42 +249,6 @@ def test_finished_runs_are_skipped_and_new_evaluations_need_no_training(world, t
     run = outcome.results["runs"][0]
     assert epochs == [] and run["worked"] and run["shift_alpha"]["fr"] in (0.0, 0.5)
     assert len(list(out.glob("runs/*/eval/fr-dev-shift-*.json"))) == 2
-
-
-def test_a_locked_run_is_left_to_its_owner(world, tmp_path):
-    cfg = config(world, tmp_path / "out", batch_size=[8, 16])
-    exp = experiment(cfg)
-    busy_dir = exp.run_dir(exp.plan.grid[0])
-    os.makedirs(busy_dir)
-    with exclusive_lock(os.path.join(busy_dir, "lock")):
-        outcome = finetune(cfg)
-    assert outcome.exit_code == EXIT_BUSY and outcome.counts == {"done": 1, "busy": 1, "failed": 0}
-    assert not outcome.results["complete"] and not os.path.exists(os.path.join(busy_dir, "train.json"))
-    # the Markdown says so too (it showed a selection from one seed as if the grid were done)
-    assert "**Incomplete:** 1 of 2 runs done (1 busy in another process, 0 failed)" in outcome.markdown
-    outcome = finetune(cfg)
-    assert outcome.exit_code == EXIT_OK and outcome.results["complete"] and "Incomplete" not in outcome.markdown
-    assert [r["worked"] for r in outcome.results["runs"]] == [True, False]
-
-
-def test_a_grid_left_to_other_processes_encodes_nothing(world, tmp_path, monkeypatch):
-    """Cron's overlapping calls: when every run still to train is another process's, the command
-    reports them busy without encoding the splits (a paper-scale grid's minutes of tokenizing)."""
-    encoded = []
-    monkeypatch.setattr(Experiment, "encode_splits", lambda self: encoded.append(True))
-    cfg = config(world, tmp_path / "out")
-    exp = experiment(cfg)
-    lock = os.path.join(exp.run_dir(exp.plan.grid[0]), "lock")
-    assert not held_elsewhere(lock)   # no lock file yet
-    os.makedirs(os.path.dirname(lock))
-    with exclusive_lock(lock):
-        assert held_elsewhere(lock)
-        outcome = finetune(cfg)
-    assert outcome.exit_code == EXIT_BUSY and outcome.counts["busy"] == 1 and encoded == []
-    assert not held_elsewhere(lock)   # released, the file left behind
-    monkeypatch.undo()
-    outcome = finetune(cfg)
-    assert outcome.exit_code == EXIT_OK and outcome.results["runs"][0]["worked"]
 
 
 def test_test_time_transforms(world, tmp_path):

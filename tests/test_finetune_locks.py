@@ -1,0 +1,59 @@
+"""The fine-tuning runner beside other processes: a run another process holds is left to it, and a
+grid whose unfinished runs are all another process's encodes nothing (cron's overlapping calls).
+
+The real runner in-process on test_finetune_runner.py's tiny en/fr model and toy task.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from finetune_toy import build_toy_world
+from test_finetune_runner import config, experiment
+
+from xlt.finetune.runner import EXIT_BUSY, EXIT_OK, Experiment, finetune
+from xlt.utils.rundir import exclusive_lock, held_elsewhere
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    return build_toy_world(tmp_path_factory.getbasetemp() / "finetune-world")
+
+
+def test_a_locked_run_is_left_to_its_owner(world, tmp_path):
+    cfg = config(world, tmp_path / "out", batch_size=[8, 16])
+    exp = experiment(cfg)
+    busy_dir = exp.run_dir(exp.plan.grid[0])
+    os.makedirs(busy_dir)
+    with exclusive_lock(os.path.join(busy_dir, "lock")):
+        outcome = finetune(cfg)
+    assert outcome.exit_code == EXIT_BUSY and outcome.counts == {"done": 1, "busy": 1, "failed": 0}
+    assert not outcome.results["complete"] and not os.path.exists(os.path.join(busy_dir, "train.json"))
+    # the Markdown says so too (it showed a selection from one seed as if the grid were done)
+    assert "**Incomplete:** 1 of 2 runs done (1 busy in another process, 0 failed)" in outcome.markdown
+    outcome = finetune(cfg)
+    assert outcome.exit_code == EXIT_OK and outcome.results["complete"] and "Incomplete" not in outcome.markdown
+    assert [r["worked"] for r in outcome.results["runs"]] == [True, False]
+
+
+def test_a_grid_left_to_other_processes_encodes_nothing(world, tmp_path, monkeypatch):
+    """Cron's overlapping calls: when every run still to train is another process's, the command
+    reports them busy without encoding the splits (a paper-scale grid's minutes of tokenizing)."""
+    encoded = []
+    monkeypatch.setattr(Experiment, "encode_splits", lambda self: encoded.append(True))
+    cfg = config(world, tmp_path / "out")
+    exp = experiment(cfg)
+    lock = os.path.join(exp.run_dir(exp.plan.grid[0]), "lock")
+    assert not held_elsewhere(lock)   # no lock file yet
+    os.makedirs(os.path.dirname(lock))
+    with exclusive_lock(lock):
+        assert held_elsewhere(lock)
+        outcome = finetune(cfg)
+    assert outcome.exit_code == EXIT_BUSY and outcome.counts["busy"] == 1 and encoded == []
+    assert not held_elsewhere(lock)   # released, the file left behind
+    monkeypatch.undo()
+    outcome = finetune(cfg)
+    assert outcome.exit_code == EXIT_OK and outcome.results["runs"][0]["worked"]
