@@ -276,10 +276,10 @@ def execute(plan: FinetunePlan, on_epoch_end: Optional[Callable[[dict[str, Any]]
     """Run (or resume, or skip) every grid point and seed of ``plan``; write results.json and summary.md."""
     exp = Experiment(plan)
     grid = list(plan.grid)
-    cached = [exp.cached(RunFiles(exp.run_dir(settings))) for settings in grid]
+    files = [RunFiles(exp.run_dir(settings)) for settings in grid]
+    cached = [exp.cached(f) for f in files]
     # Runs another process is training (cron's overlapping calls) are skipped as busy: no need to encode.
-    if any(c is None and not held_elsewhere(RunFiles(exp.run_dir(settings)).path("lock"))
-           for settings, c in zip(grid, cached)):
+    if any(c is None and not held_elsewhere(f.path("lock")) for f, c in zip(files, cached)):
         exp.encode_splits()
     make_directory(exp.runs_dir)
     metric = exp.task.main_metric

@@ -164,7 +164,7 @@ class XNLITask(Task):
                 a, b = self._memo.get(text, pair, lambda: text.encode_lines([pair.premise, pair.hypothesis]))
                 if not a or not b:   # the model would read the pair as its special tokens alone
                     raise XltError(f"the {'hypothesis' if a else 'premise'} is no token at all once tokenized as "
-                                   f"{getattr(text, 'lang', 'this model does')} (xlt's tokenizer blanks Unicode's "
+                                   f"{text.lang} (xlt's tokenizer blanks Unicode's "
                                    "control, format, private-use and unassigned characters; give Fake-English "
                                    "under the code fake)", pair.path, pair.line)
                 rows.append(model_input(text, *truncate_pair(a, b, max_len - special_positions(text, 2))))

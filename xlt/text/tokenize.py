@@ -269,12 +269,13 @@ def tokenize_file(input_path: PathLike, output_path: Optional[PathLike], config:
         the number of lines written (always the number of lines read).
     """
     count = 0
-    text_lines = [0]   # lines with something on them that should keep a token
+    text_lines = 0   # lines with something on them that should keep a token
 
     def counted(lines: Iterable[str]) -> Iterator[str]:
+        nonlocal text_lines
         for line in lines:
             # not whitespace, nor a format character alone (a BOM, a zero-width space): those lines are blank
-            text_lines[0] += any(not c.isspace() and unicodedata.category(c) != "Cf" for c in line)
+            text_lines += any(not c.isspace() and unicodedata.category(c) != "Cf" for c in line)
             yield line
 
     chunks = tokenize_chunks(chunked(counted(nonempty(read_lines(input_path), input_path)), chunk_lines), config,
@@ -294,12 +295,12 @@ def tokenize_file(input_path: PathLike, output_path: Optional[PathLike], config:
         # Moses' step blanks Unicode's category C (XLM's remove-non-printing-char): a file in a script
         # made of such characters (Fake-English's private-use plane) would become blank lines, silently.
         # (On stdout the lines have gone out by now; a file is not written.)
-        blanked = text_lines[0] - kept
+        blanked = text_lines - kept
         if blanked and not kept:
             raise XltError(f"every line tokenizes to nothing as {config.lang} (its characters are control, "
                            "private-use or unassigned ones, which the tokenizer blanks; give Fake-English as "
                            "--lang fake)", input_path)
         if blanked:
-            log.info(f"note: {blanked:,} of {text_lines[0]:,} lines tokenize to nothing as {config.lang} "
+            log.info(f"note: {blanked:,} of {text_lines:,} lines tokenize to nothing as {config.lang} "
                      "(control, private-use or unassigned characters only): blank lines out")
     return count
