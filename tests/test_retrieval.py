@@ -102,9 +102,39 @@ def test_mean_reciprocal_rank_by_hand(block):
     candidates = np.stack([np.cos(angles), np.sin(angles)], 1)
     queries = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
     # q0: gold 60deg -> rank 3; q1: golds {0deg, 60deg} -> best is 60deg, rank 2 (90deg first);
-    # q2 (45deg): gold 30deg ties with 60deg at the top -> rank 1 (ties favour the query).
+    # q2 (45deg): gold 30deg ties with 60deg at the top -> rank 1.5 (the mean over the ties' orders).
     gold = [{2}, {0, 2}, {1}]
-    assert mean_reciprocal_rank(queries, candidates, gold, block_size=block) == pytest.approx((1 / 3 + 1 / 2 + 1) / 3)
+    # the tie at 45deg is exact only if cos(15deg) rounds alike both ways: check it, or the case tests nothing
+    assert (queries[2] / np.sqrt(2)) @ candidates[1] == (queries[2] / np.sqrt(2)) @ candidates[2]
+    assert gold_ranks(queries, candidates, gold, block_size=block).tolist() == [3, 2, 1.5]
+    assert mean_reciprocal_rank(queries, candidates, gold, block_size=block) == pytest.approx((1 / 3 + 1 / 2 + 1 / 1.5) / 3)
+
+
+@pytest.mark.parametrize("block", [1, 4, 100])
+def test_a_collapsed_space_ranks_its_gold_in_the_middle_not_first(block):
+    # Every query the same vector (a layer that collapsed), or zero: all candidates tie, and a rule
+    # that resolved ties for the query would score MRR 1.0 on a space that retrieves nothing.
+    rng = np.random.default_rng(0)
+    candidates = rng.normal(size=(9, 4))
+    for queries in (np.tile(candidates[:1] * 0, (5, 1)), np.zeros((5, 4))):
+        # a zero query has cosine 0 with every candidate: 8 others tie with the gold, mean rank 5
+        gold = [{i} for i in range(5)]
+        assert gold_ranks(queries, candidates, gold, block_size=block).tolist() == [5.0] * 5
+        assert rank_scores(gold_ranks(queries, candidates, gold, block_size=block))["p@1"] == 0
+    # two gold candidates tied at the top: neither counts against the other
+    twins = np.vstack([candidates[:1], candidates[:1], -candidates[:1]])
+    assert gold_ranks(candidates[:1], twins, [{0, 1}], block_size=block).tolist() == [1.0]
+
+
+def test_vectors_that_are_not_numbers_are_refused():
+    rng = np.random.default_rng(0)
+    queries, candidates = rng.normal(size=(3, 4)), rng.normal(size=(6, 4))
+    queries[1, 2] = np.nan
+    with pytest.raises(XltError, match="NaN or infinite"):
+        gold_ranks(queries, candidates, [{0}, {1}, {2}])
+    candidates[4, 0] = np.inf
+    with pytest.raises(XltError, match="NaN or infinite"):
+        gold_ranks(candidates[:3], candidates, [{0}, {1}, {2}])
 
 
 @pytest.mark.parametrize("block", [1, 3, 16, 1000])
@@ -128,6 +158,10 @@ def test_gold_ranks_blocked_match_brute_force(spaces, block):
 def test_rank_scores_by_hand():
     scores = rank_scores(np.array([1, 3, 12, 2]), ks=(1, 5, 10))
     assert scores == pytest.approx({"mrr": (1 + 1 / 3 + 1 / 12 + 1 / 2) / 4, "p@1": 0.25, "p@5": 0.75, "p@10": 0.75})
+    # over 4 candidates P@5 and P@10 would be 1 whatever the ranks: left out, as precision_at_k refuses them
+    assert rank_scores(np.array([1, 3, 4, 2]), ks=(1, 5, 10), candidates=4) == pytest.approx(
+        {"mrr": (1 + 1 / 3 + 1 / 4 + 1 / 2) / 4, "p@1": 0.25})
+    assert set(rank_scores(np.array([1.0]), candidates=5)) == {"mrr", "p@1", "p@5"}
 
 
 CONLLU = """# sent_id = 1

@@ -174,14 +174,14 @@ def word_translation(source: np.ndarray, target: np.ndarray, train: Optional[np.
     ranked_out = None if exclude is None else np.array([position.get(o, -1) for o in exclude.tolist()], dtype=np.int64)
     ranks = gold_ranks(mapped[queries], target_n[candidates], [{position[g] for g in s} for s in gold], **kw,
                        exclude=ranked_out)
-    ranked = rank_scores(ranks, KS)
+    ranked = rank_scores(ranks, KS, candidates=len(candidates))
     scores.update(mrr=ranked.pop("mrr"), mrr_candidates=int(len(candidates)), ranked=ranked)
     if tags is not None:
-        scores["by_pos"] = pos_breakdown(ranks, [tags[q] for q in queries.tolist()])
+        scores["by_pos"] = pos_breakdown(ranks, [tags[q] for q in queries.tolist()], len(candidates))
     if same_spelling is not None:
         identical = set(test[np.asarray(same_spelling, dtype=bool), 0].tolist())
         scores["by_spelling"] = rank_breakdown(ranks, ["identical" if q in identical else "different"
-                                                       for q in queries.tolist()])
+                                                       for q in queries.tolist()], len(candidates))
     return scores, W
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -86,30 +86,31 @@ def read_pos_lexicon(path: PathLike) -> dict[str, str]:
     return {form: min(tags.items(), key=lambda tc: (-tc[1], tc[0]))[0] for form, tags in counts.items()}
 
 
-def rank_breakdown(ranks: np.ndarray, labels: Sequence[str]) -> dict[str, dict]:
-    """Retrieval scores per label: {label: {"mrr", "p@1", ..., "queries"}}; ranks int [Q], labels [Q]."""
+def rank_breakdown(ranks: np.ndarray, labels: Sequence[str], candidates: Optional[int] = None) -> dict[str, dict]:
+    """Retrieval scores per label: {label: {"mrr", "p@1", ..., "queries"}}; ranks float [Q], labels [Q];
+    ``candidates`` as for :func:`~xlt.analysis.retrieval.rank_scores`."""
     from xlt.analysis.retrieval import rank_scores
 
     ranks, labels = np.asarray(ranks), np.asarray(list(labels), dtype=object)
     if len(ranks) != len(labels):
         raise ValueError(f"{len(ranks)} ranks for {len(labels)} labels")
-    return {label: {**rank_scores(ranks[labels == label]), "queries": int((labels == label).sum())}
+    return {label: {**rank_scores(ranks[labels == label], candidates=candidates), "queries": int((labels == label).sum())}
             for label in sorted(set(labels.tolist()))}
 
 
-def pos_breakdown(ranks: np.ndarray, tags: Sequence[str]) -> dict[str, dict]:
+def pos_breakdown(ranks: np.ndarray, tags: Sequence[str], candidates: Optional[int] = None) -> dict[str, dict]:
     """:func:`rank_breakdown` per UPOS tag, plus the open and the closed class as two more groups.
 
-    ranks int [Q] (1 = first), tags [Q] one UPOS (or :data:`NO_TAG`) per query.
+    ranks float [Q] (1 = first), tags [Q] one UPOS (or :data:`NO_TAG`) per query.
     """
     from xlt.analysis.retrieval import rank_scores
 
-    scores = rank_breakdown(ranks, tags)
+    scores = rank_breakdown(ranks, tags, candidates)
     ranks, tags = np.asarray(ranks), np.asarray(list(tags), dtype=object)
     for name, members in (("open", OPEN_CLASS), ("closed", CLOSED_CLASS)):
         mask = np.isin(tags, members)
         if mask.any():
-            scores[name] = {**rank_scores(ranks[mask]), "queries": int(mask.sum())}
+            scores[name] = {**rank_scores(ranks[mask], candidates=candidates), "queries": int(mask.sum())}
     return scores
 
 

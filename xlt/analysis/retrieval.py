@@ -36,6 +36,9 @@ def as_unit_tensor(X: np.ndarray | Tensor, device: torch.device | str = "cpu") -
     """[N,D] -> float32 tensor on ``device`` with unit-length rows (zero rows stay zero)."""
     X = torch.as_tensor(np.asarray(X, dtype=np.float32) if isinstance(X, np.ndarray) else X)
     X = X.to(device=device, dtype=torch.float32)
+    if not bool(torch.isfinite(X).all()):
+        # NaN compares false with everything, so a diverged layer would rank every gold first.
+        raise XltError("the vectors hold NaN or infinite values (a diverged model, or a corrupt embedding file?)")
     return torch.nn.functional.normalize(X, dim=1)
 
 
@@ -148,14 +151,16 @@ def precision_at_k(predicted: np.ndarray, gold: Sequence[set[int] | frozenset[in
 def gold_ranks(queries: np.ndarray | Tensor, candidates: np.ndarray | Tensor,
                gold: Sequence[set[int] | frozenset[int]], block_size: int = BLOCK_SIZE,
                device: torch.device | str = "cpu", exclude: Optional[np.ndarray] = None) -> np.ndarray:
-    """The rank by cosine of each query's best-ranked gold candidate: int64 [Q], 1 = first.
+    """The rank by cosine of each query's best-ranked gold candidate: float64 [Q], 1 = first.
 
     queries [Q,D], candidates [C,D]; gold: per query, the ids (rows of ``candidates``) that are
     correct; exclude int [Q]: a candidate each query does not rank (-1: none; a query's own row in a
-    joint space, as for :func:`topk_cosine`). rank = 1 + the number of candidates scoring strictly
-    higher than the best gold one, so ties are resolved in the query's favour. Counting needs no
-    sort and no [Q,C] matrix: two blocked passes over the candidates (the gold scores, then the
-    counts above them), at most ``block_size x block_size`` scores at a time.
+    joint space, as for :func:`topk_cosine`). rank = 1 + the number of other candidates scoring
+    strictly higher than the best gold one + half the non-gold ones scoring the same (the mean rank under
+    a random order of ties): ties neither favour the query nor count against it, so a collapsed
+    space, where everything ties, ranks its gold in the middle, not first. Counting needs no sort
+    and no [Q,C] matrix: two blocked passes over the candidates (the gold scores, then the counts
+    at and above them), at most ``block_size x block_size`` scores at a time.
     """
     _check_block(block_size)
     if len(gold) != len(queries):
@@ -168,6 +173,9 @@ def gold_ranks(queries: np.ndarray | Tensor, candidates: np.ndarray | Tensor,
     gold_q = torch.tensor([n for n, g in enumerate(gold) for _ in g], dtype=torch.long, device=q.device)
     gold_c = torch.tensor([i for g in gold for i in sorted(g)], dtype=torch.long, device=q.device)
     higher = torch.zeros(len(gold), dtype=torch.long, device=q.device)
+    level = torch.zeros(len(gold), dtype=torch.long, device=q.device)  # candidates tied with the best gold
+    gold_level = torch.zeros(len(gold), dtype=torch.long, device=q.device)  # gold ones among them
+    gold_values = torch.empty(len(gold_q), device=q.device)
     left_out = None if exclude is None else torch.as_tensor(np.asarray(exclude, dtype=np.int64), device=q.device)
     for q0 in range(0, q.shape[0], block_size):
         rows = slice(q0, q0 + block_size)
@@ -180,13 +188,20 @@ def gold_ranks(queries: np.ndarray | Tensor, candidates: np.ndarray | Tensor,
             inside = (gold_q >= q0) & (gold_q < q0 + n_rows) & (gold_c >= c0) & (gold_c < c0 + s.shape[1])
             gq, gc = gold_q[inside] - q0, gold_c[inside] - c0
             gold_score.scatter_reduce_(0, gq, s[gq, gc], reduce="amax")
+            gold_values[inside] = s[gq, gc]
+        mine = (gold_q >= q0) & (gold_q < q0 + n_rows)
+        gold_level[rows] = torch.zeros(n_rows, dtype=torch.long, device=q.device).scatter_add_(
+            0, gold_q[mine] - q0, (gold_values[mine] == gold_score[gold_q[mine] - q0]).long())
         for c0 in range(0, c.shape[0], block_size):
             s = q[rows] @ c[c0:c0 + block_size].T
             if left_out is not None:
                 hit = (left_out[rows] >= c0) & (left_out[rows] < c0 + s.shape[1])
                 s[hit.nonzero().squeeze(1), left_out[rows][hit] - c0] = float("-inf")
             higher[rows] += (s > gold_score[:, None]).sum(dim=1)
-    return (higher + 1).cpu().numpy()
+            level[rows] += (s == gold_score[:, None]).sum(dim=1)
+    # a gold candidate tied with the best one is no candidate above it (the counts are exact: the
+    # gold scores come from these very products)
+    return (1 + higher + (level - gold_level) / 2).cpu().numpy().astype(np.float64)
 
 
 def mean_reciprocal_rank(queries: np.ndarray | Tensor, candidates: np.ndarray | Tensor,
@@ -199,9 +214,14 @@ def mean_reciprocal_rank(queries: np.ndarray | Tensor, candidates: np.ndarray | 
     return float((1.0 / gold_ranks(queries, candidates, gold, block_size, device)).mean())
 
 
-def rank_scores(ranks: np.ndarray, ks: Sequence[int] = (1, 5, 10)) -> dict[str, float]:
-    """MRR and P@k from gold ranks (int [Q], 1 = first): {"mrr": ..., "p@1": ..., ...}."""
+def rank_scores(ranks: np.ndarray, ks: Sequence[int] = (1, 5, 10),
+                candidates: Optional[int] = None) -> dict[str, float]:
+    """MRR and P@k from gold ranks (float [Q], 1 = first): {"mrr": ..., "p@1": ..., ...}.
+
+    ``candidates``: how many were ranked; P@k for a k above it is left out, as every gold would be
+    within the top k (:func:`precision_at_k` refuses it for the same reason)."""
     ranks = np.asarray(ranks, dtype=np.float64)
     if ranks.size == 0:
         raise XltError("no query to evaluate")
+    ks = [k for k in ks if candidates is None or k <= candidates]
     return {"mrr": float((1.0 / ranks).mean()), **{f"p@{k}": float((ranks <= k).mean()) for k in ks}}
