@@ -81,6 +81,18 @@ def test_reversed_numbers_fail_and_close_ones_are_ties(tmp_path):
     assert findings[2].verdict == INCONCLUSIVE and "tie" in findings[2].detail
 
 
+@pytest.mark.parametrize("mrr_bert, xnli_bert", [(0.10, 47.5), (0.305, 40.0)])
+def test_one_part_lost_beyond_its_margin_decides_bert_wins_big_whatever_the_other_tie(tmp_path, mrr_bert, xnli_bert):
+    # BERT's big-size claim needs both MRR and XNLI: a tie on one part must not hide a clear loss on the other
+    make_world(tmp_path, PAPER_LIKE_SMALL, {**PAPER_LIKE_BIG, "bert": mrr_bert},
+               {"bert": xnli_bert, "w2v-w5": 45.0, "glove": 47.0})
+    finding = lf.build(str(tmp_path), LANGS, [100, 500]).findings[1]
+    assert finding.verdict == FAILS and "tie" in finding.detail
+    # with the loss made a tie too, nothing is decided
+    make_world(tmp_path, PAPER_LIKE_SMALL, {**PAPER_LIKE_BIG, "bert": 0.305}, {"bert": 47.5, "w2v-w5": 45.0, "glove": 47.0})
+    assert lf.build(str(tmp_path), LANGS, [100, 500]).findings[1].verdict == INCONCLUSIVE
+
+
 def test_the_pair_set_is_stated_and_different_sets_are_no_comparison(tmp_path):
     make_world(tmp_path, PAPER_LIKE_SMALL, PAPER_LIKE_BIG, {"bert": 55.0, "w2v-w5": 45.0, "glove": 47.0})
     table = lf.build(str(tmp_path), LANGS, [100, 500])
