@@ -104,6 +104,15 @@ def test_bad_shapes_and_correlation():
             for form in (cka, cka_gram_form):
                 with pytest.raises(XltError, match="constant"):
                     form(other, constant, debiased=debiased)
+    # a NaN (a diverged layer) is refused, not returned as a CKA of NaN that an ordering would read
+    for bad in (np.nan, np.inf):
+        broken = X.copy()
+        broken[3, 1] = bad
+        for debiased in (False, True):
+            with pytest.raises(XltError, match="NaN or infinite"):
+                cka(broken, Y, debiased=debiased)
+            with pytest.raises(XltError, match="NaN or infinite"):
+                cka(Y, broken, debiased=debiased)
     assert pearson([1, 2, 3, 4], [2, 4, 6, 8.5]) == pytest.approx(np.corrcoef([1, 2, 3, 4], [2, 4, 6, 8.5])[0, 1])
     with pytest.raises(XltError, match="at least 3"):
         pearson([1, 2], [1, 2])

@@ -64,5 +64,9 @@ def test_bad_shapes_and_rounds_are_errors():
         orthogonal_procrustes(np.zeros((3, 4)), np.zeros((3, 5)))
     with pytest.raises(XltError, match="at least one pair"):
         orthogonal_procrustes(np.zeros((0, 4)), np.zeros((0, 4)))
+    diverged = np.ones((3, 4))
+    diverged[1, 2] = np.nan   # numpy's SVD would raise LinAlgError, a traceback rather than one line
+    with pytest.raises(XltError, match="NaN or infinite"):
+        orthogonal_procrustes(diverged, np.ones((3, 4)))
     with pytest.raises(XltError, match="rounds"):
         iterative_normalization(np.ones((2, 2)), rounds=-1)

@@ -76,6 +76,9 @@ class FeatureStats:
 
     def __init__(self, X: np.ndarray, debiased: bool = False):
         X = _as_float64(X)
+        if not np.isfinite(X).all():
+            # NaN would come out as a CKA of NaN, which orderings downstream read as a finding
+            raise XltError("CKA is undefined: the representation holds NaN or infinite values (a diverged model?)")
         self.centred = X - np.mean(X, axis=0)
         self.constant = _is_constant(self.centred, X)
         self.debiased = debiased

@@ -59,6 +59,8 @@ def orthogonal_procrustes(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
         raise XltError(f"Procrustes needs two paired [P,D] arrays of the same shape, got {X.shape} and {Y.shape}")
     if X.shape[0] == 0:
         raise XltError("Procrustes needs at least one pair")
+    if not (np.isfinite(X).all() and np.isfinite(Y).all()):
+        raise XltError("Procrustes needs finite vectors: the pairs hold NaN or infinite values (a diverged model?)")
     U, _, Vt = np.linalg.svd(X.T @ Y)
     return (U @ Vt).astype(np.float32)
 
