@@ -10,7 +10,8 @@ import synthetic
 from conftest import assert_one_line_error, run_in_process, run_xlt
 
 from xlt.analysis.align import AlignSettings, WordSettings, align_contextual_word, align_word
-from xlt.analysis.align_parallel import align_dictionary, read_parallel
+from xlt.analysis.align_parallel import align_dictionary, fit_layer_map, read_parallel
+from xlt.analysis.procrustes import unit_length
 from xlt.model.interventions import load_map
 from xlt.utils.errors import XltError
 
@@ -92,8 +93,32 @@ def test_dictionary_writes_orthogonal_maps(run_dir, data, tmp_path):
         # Read back the way xlt finetune --map-dir reads it.
         W = load_map(str(maps), layer, "en", d_model=64, n_layers=2).weight.numpy()
         assert np.allclose(W @ W.T, np.eye(64), atol=1e-4)
+        means = load_map(str(maps), layer, "en", d_model=64, n_layers=2).means
+        assert means is not None and tuple(means.shape) == (2, 64) and header["centred"]
     fit = header["results"][0]
     assert fit["cosine_after"] >= fit["cosine_before"]
+
+
+def test_a_map_is_a_rotation_about_the_two_languages_means():
+    # Two models' states share no origin: source = Z R + m_s, target = Z + m_t. W is learned on
+    # centred (iteratively normalized) vectors, so only (x - m_t) W + m_s lands on the source; x W
+    # about the origin (the hook's mapping before 2026-12-05) misses it by the offsets.
+    rng = np.random.default_rng(0)
+    Z = rng.normal(size=(400, 16))
+    R, _ = np.linalg.qr(rng.normal(size=(16, 16)))
+    m_s, m_t = rng.normal(size=16), rng.normal(size=16)   # offsets as long as the spread (much longer ones
+    # are all but erased by iterative normalization's first unit-length step, which W then turns as it may)
+    source, target = (Z @ R + m_s).astype(np.float32), (Z + m_t).astype(np.float32)
+    W, means, fit = fit_layer_map(target, source, rounds=5)
+    assert np.allclose(means, [target.mean(0), source.mean(0)], atol=1e-5)
+    assert np.allclose(W @ W.T, np.eye(16), atol=1e-5)
+    # near the source, not on it: iterative normalization's unit lengths bend the fit a little
+    assert fit["cosine_after"] > 0.99 and fit["cosine_before"] < 0.1
+    about_origin = np.mean(np.sum(unit_length(target @ W) * unit_length(source), 1))
+    assert about_origin < 0.5   # 0.26 (over seeds 0-7 of this draw: 0.26-0.74, always under 0.99)
+    # without iterative normalization nothing is centred: W turns about the origin, and no means go with it
+    _, none, fit = fit_layer_map(target, source, rounds=0)
+    assert none is None and fit["cosine_after"] > fit["cosine_before"]
 
 
 def test_contextual_word_library(run_dir, data):

@@ -273,6 +273,17 @@ def test_test_time_transforms(world, tmp_path):
     expected = encoder.encode_from(plain[0] * 2.0, "fr", 0).last_hidden_state
     assert torch.allclose(encoder(ids, "fr", layer_hook=doubled.hook()).last_hidden_state, expected, atol=1e-5)
     rng = np.random.default_rng(0)
+    # with the languages' means beside it the map turns the state about them: (x - m_fr) W + m_en
+    pair = rng.normal(size=(2, D)).astype(np.float32)
+    np.save(map_dir / "means_layer0.npy", pair)
+    centred = load_map(str(map_dir), 0, "en", D, L)
+    assert centred.identity != doubled.identity   # a different transform is a different evaluation
+    expected = encoder.encode_from((plain[0] - torch.from_numpy(pair[0])) * 2.0 + torch.from_numpy(pair[1]),
+                                   "fr", 0).last_hidden_state
+    assert torch.allclose(encoder(ids, "fr", layer_hook=centred.hook()).last_hidden_state, expected, atol=1e-5)
+    np.save(map_dir / "means_layer0.npy", pair[:1])
+    with pytest.raises(XltError, match=r"shape \[2, "):
+        load_map(str(map_dir), 0, "en", D, L)
     means = {"en": rng.normal(size=(L + 1, D)).astype(np.float32), "fr": rng.normal(size=(L + 1, D)).astype(np.float32)}
     shift_path = write_shift(tmp_path / "shift.npz", "fr", "en", means["fr"], means["en"], run.step)
     shift = load_shift(str(shift_path), 1, "en", D, L, run.step)

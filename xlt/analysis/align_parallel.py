@@ -23,7 +23,7 @@ from xlt.analysis.align import Sides
 from xlt.analysis.dictionaries import contextual_dictionary
 from xlt.analysis.extract import sentence_vectors, word_vectors
 from xlt.analysis.fastalign import FastAlignSettings
-from xlt.analysis.procrustes import iterative_normalization, orthogonal_procrustes
+from xlt.analysis.procrustes import iterative_normalization, orthogonal_procrustes, unit_length
 from xlt.analysis.retrieval import topk_cosine
 from xlt.model.interventions import MAP_FORMAT, MAP_ORIENTATION, write_maps
 from xlt.utils import log
@@ -131,7 +131,8 @@ def align_dictionary(model: str, source_lang: str, target_lang: str, source_path
 
     Both sides are split into words by their model's own pipeline, aligned (forward + reverse,
     grow-diag-final-and, one-to-one links), encoded per word (``pooling`` over its subwords), and
-    W_l = Procrustes(target words at layer l -> source words at layer l). Maps are written with
+    W_l = Procrustes(target words at layer l -> source words at layer l), applied about the two
+    languages' means (:func:`fit_layer_map`). Maps are written with
     :func:`~xlt.model.interventions.write_maps`; returns the result (also OUTPUT_DIR/map.json).
     """
     if max_sentences is not None and max_sentences < 1:
@@ -156,20 +157,45 @@ def align_dictionary(model: str, source_lang: str, target_lang: str, source_path
             for n, k in enumerate(keep) for i, j in found.links[k]
             if i < x_index.counts()[n] and j < y_index.counts()[n]]  # words cut off by truncation have no vector
     pair_rows = np.array(rows, dtype=np.int64).reshape(-1, 2)
-    maps, fits = [], []
+    maps, means, fits = [], [], []
     for k, layer in enumerate(chosen):
-        source_n = iterative_normalization(X[k][pair_rows[:, 0]], settings.iternorm_rounds)
-        target_n = iterative_normalization(Y[k][pair_rows[:, 1]], settings.iternorm_rounds)
-        W = orthogonal_procrustes(target_n, source_n)
+        W, pair, fit = fit_layer_map(Y[k][pair_rows[:, 1]], X[k][pair_rows[:, 0]], settings.iternorm_rounds)
         maps.append(W)
-        fits.append({"layer": layer, "cosine_before": float(np.mean(np.sum(target_n * source_n, 1))),
-                     "cosine_after": float(np.mean(np.sum((target_n @ W) * source_n, 1)))})
+        means.append(pair)
+        fits.append({"layer": layer, **fit})
     header = {"format": MAP_FORMAT, "source": source_lang, "target": target_lang, "layers": chosen,
-              "d_model": int(maps[0].shape[0]), "orientation": MAP_ORIENTATION, "command": "align dictionary", "runs": sides.describe(),
+              "d_model": int(maps[0].shape[0]), "orientation": MAP_ORIENTATION,
+              "centred": settings.iternorm_rounds > 0,
+              "command": "align dictionary", "runs": sides.describe(),
               "parallel": {"source": source_path, "target": target_path, "sentences": found.n_sentences},
               "links": int(len(pair_rows)), "identical_dropped": found.n_identical_dropped,
               "drop_identical": drop_identical, "pooling": pooling, "fast_align": asdict(fast_align),
               "settings": asdict(settings), "results": fits,
               "files": {str(layer): f"W_layer{layer}.npy" for layer in chosen}}
-    write_maps(output_dir, maps, header)
+    write_maps(output_dir, maps, header, None if settings.iternorm_rounds == 0 else means)
     return header
+
+
+def fit_layer_map(target: np.ndarray, source: np.ndarray,
+                  rounds: int) -> tuple[np.ndarray, Optional[np.ndarray], dict]:
+    """One layer's map from paired word states target [P,D] -> source [P,D]: (W [D,D], means [2,D]
+    (the target's, the source's) or None, {"cosine_before", "cosine_after"}).
+
+    W is Procrustes on the iteratively normalized pairs. Iterative normalization centres both sides, so
+    W is a rotation about the two means, and a state is mapped as ``(x - mean_tgt) @ W + mean_src``:
+    about the origin it would leave the target's mean where the source has none. With ``rounds`` 0
+    nothing is centred and W turns about the origin (means None). The cosines are those of the raw
+    pairs, before and after that mapping: what the fine-tuning hook does.
+    """
+    W = orthogonal_procrustes(iterative_normalization(target, rounds), iterative_normalization(source, rounds))
+    means = None
+    if rounds > 0:
+        means = np.stack([target.mean(axis=0, dtype=np.float64),
+                          source.mean(axis=0, dtype=np.float64)]).astype(np.float32)
+    mapped = target @ W if means is None else (target - means[0]) @ W + means[1]
+    return W, means, {"cosine_before": _mean_cosine(target, source), "cosine_after": _mean_cosine(mapped, source)}
+
+
+def _mean_cosine(A: np.ndarray, B: np.ndarray) -> float:
+    """Mean cosine of paired rows A [P,D], B [P,D]."""
+    return float(np.mean(np.sum(unit_length(A) * unit_length(B), axis=1)))

@@ -14,10 +14,13 @@ directory, as ``xlt align dictionary`` writes it (:func:`write_maps`)::
     map.json        {"format": "xlt-layer-map/1", "source": "en", "target": "fr", "layers": [0, 1, ...],
                      "d_model": 768, ...any provenance keys}
     W_layer0.npy    float [D, D]   (or W_layer0.pt holding one tensor)
+    means_layer0.npy  float [2, D]: the target's mean, then the source's (optional)
     W_layer1.npy    ...
 
 Row-vector convention: a target state ``x`` [D] becomes ``x @ W`` (so Procrustes' W = U Vᵀ from
-SVD(Xᵀ Y), X = target rows, Y = source rows, is stored as is).
+SVD(Xᵀ Y), X = target rows, Y = source rows, is stored as is), or ``(x - mean_tgt) @ W + mean_src``
+where the layer has means: W learned on centred vectors (iterative normalization centres them) is a
+rotation about the means, and two models' states share no origin.
 
 **Mean-difference shift** (Liu et al. 2020 §4.1, Table 4). Two ``.npz`` files, loadable with
 ``allow_pickle=False``; ``header`` is a JSON string:
@@ -69,9 +72,17 @@ def _check_layer(layer: int, n_layers: int, what: str) -> None:
 
 # ---- linear maps --------------------------------------------------------------------------------
 
-def write_maps(output_dir: str, maps: Sequence[np.ndarray], header: dict) -> None:
-    """``DIR/W_layer{l}.npy`` (float32 [D,D], ``x_tgt @ W`` is in the source space) and ``DIR/map.json``,
-    the map directory ``xlt finetune --map-dir`` reads (:func:`load_map`).
+def _save_npy(path: str, array: np.ndarray) -> None:
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as f:   # a file object: np.save would append ".npy" to the temporary name
+            np.save(f, np.asarray(array, dtype=np.float32))
+
+
+def write_maps(output_dir: str, maps: Sequence[np.ndarray], header: dict,
+               means: Optional[Sequence[np.ndarray]] = None) -> None:
+    """``DIR/W_layer{l}.npy`` (float32 [D,D]), with ``means``, ``DIR/means_layer{l}.npy`` (float32
+    [2,D]: target mean, source mean), and ``DIR/map.json``: the map directory ``xlt finetune
+    --map-dir`` reads (:func:`load_map`; the module docstring says how a state is mapped).
 
     Every file goes through a temporary name; the header is written last, so a directory with a
     header is complete.
@@ -79,13 +90,17 @@ def write_maps(output_dir: str, maps: Sequence[np.ndarray], header: dict) -> Non
     make_directory(output_dir)
     stale = os.path.join(output_dir, MAP_HEADER)
     arrays = [os.path.join(output_dir, f"W_layer{layer}.npy") for layer in header["layers"]]
-    check_output_paths(*arrays, stale)   # all or none: a directory in the way stops it before the first
+    centres = [os.path.join(output_dir, f"means_layer{layer}.npy") for layer in header["layers"]]
+    check_output_paths(*arrays, *centres, stale)   # all or none: a directory in the way stops it before the first
     if os.path.exists(stale):
         os.unlink(stale)  # a half-rewritten directory must not look complete
+    for path in centres:
+        if means is None and os.path.exists(path):
+            os.unlink(path)  # an earlier map's means must not centre this one
     for path, W in zip(arrays, maps):
-        with atomic_path(path) as tmp:
-            with open(tmp, "wb") as f:
-                np.save(f, np.asarray(W, dtype=np.float32))
+        _save_npy(path, W)
+    for path, pair in zip(centres, means or ()):
+        _save_npy(path, pair)
     write_json(os.path.join(output_dir, MAP_HEADER), header)
 
 
@@ -108,19 +123,24 @@ class LayerMap:
     layer: int
     weight: Tensor
     identity: str  # checksum of the header and the weight file: part of an evaluation's key
+    means: Optional[Tensor] = None  # [2, D]: target mean, source mean; None: x @ W about the origin
 
     def hook(self) -> LayerHook:
-        cache: dict[torch.device, Tensor] = {}
+        cache: dict[torch.device, tuple[Tensor, Optional[Tensor]]] = {}
 
         def apply(layer: int, hidden: Tensor) -> Tensor:
             if layer != self.layer:
                 return hidden
             if hidden.device not in cache:
-                cache[hidden.device] = self.weight.to(device=hidden.device, dtype=torch.float32)
+                cache[hidden.device] = tuple(None if t is None else t.to(device=hidden.device, dtype=torch.float32)
+                                             for t in (self.weight, self.means))
+            W, means = cache[hidden.device]
             # In fp32 also under autocast: a bf16 product would round every mapped state (an identity
             # map would no longer leave the model's outputs as they were).
             with torch.autocast(hidden.device.type, enabled=False):
-                return (hidden.float() @ cache[hidden.device]).to(hidden.dtype)
+                if means is None:
+                    return (hidden.float() @ W).to(hidden.dtype)
+                return ((hidden.float() - means[0]) @ W + means[1]).to(hidden.dtype)
 
         return apply
 
@@ -153,8 +173,17 @@ def load_map(directory: str, layer: Optional[int], source: str, d_model: int, n_
         raise XltError(f"map weight has shape {shape}, the model needs [{d_model}, {d_model}]", weight_path)
     if not np.isfinite(weight).all():
         raise XltError("map weight has non-finite values", weight_path)
-    identity = hashlib.sha256((file_sha256(header_path) + file_sha256(weight_path)).encode()).hexdigest()
-    return LayerMap(source, str(header["target"]), layer, torch.from_numpy(weight), identity)
+    means_path = os.path.join(directory, f"means_layer{layer}.npy")
+    means, checksums = None, file_sha256(header_path) + file_sha256(weight_path)
+    if os.path.exists(means_path):
+        means = _load_array(means_path)
+        if means.shape != (2, d_model) or not np.isfinite(means).all():
+            raise XltError(f"map means need shape [2, {d_model}] of finite values (target's, source's), "
+                           f"got {means.shape}", means_path)
+        checksums += file_sha256(means_path)
+    identity = hashlib.sha256(checksums.encode()).hexdigest()
+    return LayerMap(source, str(header["target"]), layer, torch.from_numpy(weight), identity,
+                    None if means is None else torch.from_numpy(means))
 
 
 # ---- language means and shifts ------------------------------------------------------------------
