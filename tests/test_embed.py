@@ -250,4 +250,10 @@ def test_embed_train_errors_are_one_line(tmp_path):
                           "--x-max is a glove setting and --method is word2vec")
     assert_one_line_error(run_xlt("embed", "train", "--method", "glove", "--sample", "0", "--text", "en", en, "-o",
                                   tmp_path / "o"), "--sample is a word2vec setting and --method is glove")
+    # the corpus is read once per epoch, and the description has nowhere to go beside standard output
+    assert_one_line_error(run_xlt("embed", "train", "--text", "en", "-", "-o", tmp_path / "o", input="a b\n"),
+                          "--text needs a file, not standard input")
+    res = run_xlt("embed", "train", "--text", "en", en, "-o", "-", cwd=tmp_path)
+    assert_one_line_error(res, "needs -o FILE")
+    assert not (tmp_path / "-.json").exists()
     assert not (tmp_path / "o").exists() and not (tmp_path / "o.json").exists()

@@ -38,6 +38,8 @@ class JointCorpus:
         for lang, _ in self.texts:   # a typo is refused before any file is read
             check_language(lang)
         for _, path in self.texts:
+            if path == "-":   # read once to describe it, then once per epoch: a pipe gives it once
+                raise XltError("--text needs a file, not standard input: the corpus is read several times")
             require_file(path, "text file")
 
     @property

@@ -59,6 +59,8 @@ def train_embeddings(texts: Sequence[tuple[str, str]], output: str, config: Embe
     Returns the description (also written to OUTPUT.json).
     """
     output = os.fspath(output)
+    if output == "-":   # the description goes beside the vectors, and standard output has no beside
+        raise XltError("embed train needs -o FILE (FILE.json describes it), not standard output")
     check_output_paths(output, description_path(output))
     langs = [lang for lang, _ in texts]
     if len(set(langs)) != len(langs):
