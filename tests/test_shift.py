@@ -126,6 +126,11 @@ def test_words_and_token_sets(run, tmp_path):
     bpe = tmp_path / "fr.bpe"
     bpe.write_text("le chat .\nun chien\n")
     assert token_set(run, "fr", str(bpe)) == {run.vocab.index(t) for t in ("le", "chat", ".", "un", "chien")}
+    # a text with no token of the vocabulary would make every prediction a miss: refused
+    for content in ("", "\n\n", "zzqx qqzx\n"):
+        bpe.write_text(content)
+        with pytest.raises(XltError, match="no token of the model's vocabulary for fr in this text"):
+            token_set(run, "fr", str(bpe))
 
 
 # ---- the command ---------------------------------------------------------------------------------

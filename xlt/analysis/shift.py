@@ -172,8 +172,13 @@ def token_set(run: TextModel, lang: str, text: Optional[str] = None) -> set[int]
 
     An xlt run: from a BPE'd text of the language when given (every whitespace token), else from the
     vocabulary's ownership sidecar. A transformers model: from a raw text of the language (required).
+    An empty set is refused: every prediction would count as outside it, a convert rate of 0 that
+    says nothing of the model.
     """
-    return run.token_set(lang, text)
+    tokens = run.token_set(lang, text)
+    if not tokens:
+        raise XltError(f"no token of the model's vocabulary for {lang}" + (" in this text" if text else ""), text)
+    return tokens
 
 
 # ---- the sweep (Liu et al. Table 2) ------------------------------------------------------------
