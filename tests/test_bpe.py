@@ -236,7 +236,9 @@ def test_bad_inputs_give_one_line_and_no_output(tmp_path):
 
     assert_fails_cleanly(tmp_path, ["learn", "-n", 5, tmp_path / "missing.txt"], "missing.txt", "no such corpus")
     assert_fails_cleanly(tmp_path, ["learn", "-n", 5, empty], "empty.txt", "empty corpus")
-    assert_fails_cleanly(tmp_path, ["learn", "-n", 5, empty, empty], f"empty corpus: no words in {empty}, {empty}")
+    # one empty corpus of several is named too: its language would be learned from the others' text
+    assert_fails_cleanly(tmp_path, ["learn", "-n", 5, good, empty], f"{empty}: empty corpus: no words")
+    assert_fails_cleanly(tmp_path, ["vocab", good, empty], f"{empty}: empty corpus: no words")
     assert_fails_cleanly(tmp_path, ["learn", "-n", 5, good, bad_utf8], "latin1.txt:2:", "UTF-8")
     assert_fails_cleanly(tmp_path, ["learn", "-n", 5, "-"], "single character", input=b"a b c\n")
     assert_fails_cleanly(tmp_path, ["apply", "--codes", codes, bad_utf8], "latin1.txt:2:", "UTF-8")

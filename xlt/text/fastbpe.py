@@ -169,21 +169,19 @@ def corpus_feed(paths: Sequence[str]) -> Iterator[bytes]:
     newline is added so the file's last word counts and does not fuse with the next file's first.
 
     Raises:
-        XltError: on a bad line, or when the corpora hold no word at all.
+        XltError: on a bad line, or when a corpus holds no word (one of several too: a language
+        whose file is empty would be learned from the others without a word).
     """
-    has_words = False
     for path in paths:
-        last = b"\n"
+        last, has_words = b"\n", False
         for block in text_blocks(path):
             has_words = has_words or bool(block.translate(None, b" \n"))
             last = block
             yield block
+        if not has_words:
+            raise XltError("empty corpus: no words", path)
         if not last.endswith(b"\n"):
             yield b"\n"
-    if not has_words:
-        if len(paths) == 1:
-            raise XltError("empty corpus: no words", paths[0])
-        raise XltError(f"empty corpus: no words in {', '.join(map(str, paths))}")
 
 
 def check_inputs(paths: Sequence[PathLike], what: str) -> list[str]:
