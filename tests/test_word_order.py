@@ -168,3 +168,24 @@ def test_bad_input_names_the_file_and_line_and_writes_nothing(tmp_path):
     bad.write_text("premise\thypothesis\tneutral\nno label\n")
     assert_one_line_error(run_xlt("permute-words", "--format", "xnli", bad, "-o", out), f"{bad}:2: expected premise")
     assert not out.exists()
+    # what the parser's reader refuses, both filters refuse: an empty FORM, a tree with one word left headless
+    word = "1\tA\ta\tDET\tDT\t_\t2\tdet\t_\t_\n"
+    for second, what in (("2\t\tdog\tNOUN\tNN\t_\t0\troot\t_\t_", "2: a word with an empty FORM"),
+                         ("2\tdog\tdog\tNOUN\tNN\t_\t_\t_\t_\t_", "2: a word without a head")):
+        bad.write_text(f"{word}{second}\n\n")
+        for command in ("permute-words", "fake-english"):
+            assert_one_line_error(run_xlt(command, "--format", "conllu", bad, "-o", out), f"{bad}:{what}")
+            assert not out.exists()
+    # every word headless is a text without trees, as before
+    bad.write_text(word.replace("\t2\tdet", "\t_\t_") + "2\tdog\tdog\tNOUN\tNN\t_\t_\t_\t_\t_\n\n")
+    assert run_xlt("permute-words", "--format", "conllu", bad, "-o", out).returncode == 0
+    out.unlink()
+    # a file with no sentence: blank lines only, or comments only
+    for content, fmt in (("\n\n  \n", "text"), ("\n \n", "wikiann"), ("\n\n", "dictionary"),
+                         ("# sent_id = 1\n# text = nothing\n\n", "conllu")):
+        bad.write_text(content)
+        for command in ("permute-words", "fake-english"):
+            if command == "permute-words" and fmt == "dictionary":
+                continue
+            assert_one_line_error(run_xlt(command, "--format", fmt, bad, "-o", out), f"{bad}: empty input: no sentence")
+            assert not out.exists()

@@ -33,9 +33,9 @@ def sentence_blocks(numbered: Iterable[Numbered]) -> Iterator[tuple[list[Numbere
 
 def word_lines(block: list[Numbered]) -> list[tuple[int, list[str]]]:
     """The word lines of one sentence as (line number, columns), checked: ten columns, IDs that are
-    word numbers 1, 2, ... in order (ranges ``1-2`` and empty nodes ``3.1`` are skipped), HEADs that
-    name a word of the sentence or 0 and form a tree (``_``: no tree). An XltError names the line
-    (the caller adds the file)."""
+    word numbers 1, 2, ... in order (ranges ``1-2`` and empty nodes ``3.1`` are skipped), a FORM,
+    HEADs that name a word of the sentence or 0 and form a tree (``_`` in every word: no tree). An
+    XltError names the line (the caller adds the file)."""
     words: list[tuple[int, list[str]]] = []
     for lineno, line in block:
         if line.startswith("#"):
@@ -52,12 +52,17 @@ def word_lines(block: list[Numbered]) -> list[tuple[int, list[str]]]:
             continue
         if word_id != len(words) + 1:
             raise XltError(f"word id {word_id} out of order (expected {len(words) + 1})", line=lineno)
+        if not columns[1].strip():   # the rewritten sentence would hold an empty word
+            raise XltError("a word with an empty FORM", line=lineno)
         words.append((lineno, columns))
     for lineno, columns in words:
         head = columns[6]
         if head != "_" and not (head.isdigit() and int(head) <= len(words)):
             raise XltError(f"HEAD {head!r} names no word of the sentence (0..{len(words)})", line=lineno)
-    if words and all(columns[6] != "_" for _, columns in words):
+    headless = [lineno for lineno, columns in words if columns[6] == "_"]
+    if headless and len(headless) < len(words):   # a tree with a word left out is no tree to check
+        raise XltError("a word without a head where the sentence's other words have one", line=headless[0])
+    if words and not headless:
         check_heads_reach_root([int(columns[6]) for _, columns in words], [lineno for lineno, _ in words])
     return words
 

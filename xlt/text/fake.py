@@ -28,7 +28,7 @@ from xlt.text.tagged_lines import Numbered, checked_tagged_lines, language_prefi
 from xlt.text.nli_lines import nli_columns
 from xlt.utils.errors import PathLike, XltError
 from xlt.utils.outputs import atomic_output
-from xlt.utils.textio import nonempty, read_numbered_lines
+from xlt.utils.textio import nonempty, read_numbered_lines, with_data
 
 FAKE = "fake"
 PERMUTED = "fakeperm"   # Fake-English with each sentence's words permuted (xlt.text.word_order)
@@ -160,7 +160,8 @@ def fake_file(input_path: PathLike, output_path: PathLike, fmt: str = "text") ->
         raise XltError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
     count = 0
     with atomic_output(output_path) as out:
-        for line in fake_lines(nonempty(read_numbered_lines(input_path), input_path), fmt, input_path):
+        lines = fake_lines(nonempty(read_numbered_lines(input_path), input_path), fmt, input_path)
+        for line in with_data(lines, input_path, comments=fmt == "conllu"):
             if fmt == "dictionary" and not line:
                 continue
             out.write(line + "\n")

@@ -45,7 +45,7 @@ from xlt.text.tagged_lines import checked_tagged_lines
 from xlt.text.tokenize import Tokenizer
 from xlt.utils.errors import PathLike, XltError
 from xlt.utils.outputs import atomic_output
-from xlt.utils.textio import nonempty, read_numbered_lines
+from xlt.utils.textio import nonempty, read_numbered_lines, with_data
 
 _SENTENCE_END = re.compile(r"""^[.!?]+["')\]]*$|[.!?]$""")
 _CLOSING = re.compile(r"""^["')\]]+$""")
@@ -204,7 +204,8 @@ def permute_file(input_path: PathLike, output_path: PathLike, fmt: str = "text",
     count = 0
     try:
         with atomic_output(output_path) as out:
-            for _, line in permuted_lines(nonempty(read_numbered_lines(input_path), input_path), fmt, seed):
+            lines = (line for _, line in permuted_lines(nonempty(read_numbered_lines(input_path), input_path), fmt, seed))
+            for line in with_data(lines, input_path, comments=fmt == "conllu"):
                 out.write(line + "\n")
                 count += 1
     except XltError as error:

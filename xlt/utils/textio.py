@@ -84,6 +84,19 @@ def nonempty(items: Iterable[T], path: PathLike) -> Iterator[T]:
         raise XltError("empty input: no lines", os.fspath(path))
 
 
+def with_data(lines: Iterable[str], path: PathLike, comments: bool = False) -> Iterator[str]:
+    """Output ``lines`` as they come, then XltError naming ``path`` if none held data (every one
+    blank, or with ``comments`` a CoNLL-U ``#`` line): a converted file with no sentence in it would
+    fail only at the stage that reads it, far from the input at fault."""
+    seen = False
+    for line in lines:
+        seen = seen or bool(line.strip()) and not (comments and line.startswith("#"))
+        yield line
+    if not seen:
+        raise XltError("empty input: no sentence (every line is blank" + (" or a comment)" if comments else ")"),
+                       os.fspath(path))
+
+
 def read_numbered_lines(path: PathLike) -> Iterator[tuple[int, str]]:
     """Like :func:`read_lines`, with 1-based line numbers for error messages."""
     return enumerate(read_lines(path), start=1)
