@@ -97,6 +97,12 @@ def test_dictionary_writes_orthogonal_maps(run_dir, data, tmp_path):
         assert means is not None and tuple(means.shape) == (2, 64) and header["centred"]
     fit = header["results"][0]
     assert fit["cosine_after"] >= fit["cosine_before"]
+    # made again into the same directory, for one layer and uncentred: nothing of the first is left
+    res = run_xlt("align", "dictionary", *sides(run_dir), "--parallel", data / "train.en", data / "train.fr",
+                  "--layers", "1", "--iternorm-rounds", "0", "-o", maps)
+    assert res.returncode == 0, res.stderr
+    assert sorted(p.name for p in maps.iterdir()) == ["W_layer1.npy", "map.json"]
+    assert load_map(str(maps), 1, "en", d_model=64, n_layers=2).means is None
 
 
 def test_a_map_is_a_rotation_about_the_two_languages_means():

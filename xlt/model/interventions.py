@@ -44,6 +44,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import zipfile
 from dataclasses import dataclass
 from typing import Optional, Sequence
@@ -94,9 +95,11 @@ def write_maps(output_dir: str, maps: Sequence[np.ndarray], header: dict,
     check_output_paths(*arrays, *centres, stale)   # all or none: a directory in the way stops it before the first
     if os.path.exists(stale):
         os.unlink(stale)  # a half-rewritten directory must not look complete
-    for path in centres:
-        if means is None and os.path.exists(path):
-            os.unlink(path)  # an earlier map's means must not centre this one
+    # an earlier map's files must not sit beside this one: its other layers, or means to centre this one
+    keep = set(arrays) | (set(centres) if means is not None else set())
+    for name in os.listdir(output_dir):
+        if re.fullmatch(r"(W|means)_layer\d+\.(npy|pt)", name) and os.path.join(output_dir, name) not in keep:
+            os.unlink(os.path.join(output_dir, name))
     for path, W in zip(arrays, maps):
         _save_npy(path, W)
     for path, pair in zip(centres, means or ()):
