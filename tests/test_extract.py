@@ -165,6 +165,8 @@ def test_cli_errors_leave_no_output(run_dir, sentences, tmp_path, capsys):
     assert_one_line_error(run_xlt(*base, "--lang", "de", text, "-o", tmp_path / "x"), "'de'")
     assert_one_line_error(run_in_process(capsys, *base, "--lang", "en", "--layers", "0,9", text, "-o", tmp_path / "x"),
                           "layer 9")
+    assert_one_line_error(run_in_process(capsys, *base, "--lang", "en", "--layers", "1,1", text, "-o", tmp_path / "x"),
+                          "--layers names a layer twice: '1,1'")   # else two rows reported as two layers
     assert_one_line_error(run_in_process(capsys, *base, "--lang", "en", tmp_path / "missing.txt", "-o",
                                          tmp_path / "x"), "missing.txt")
     assert_one_line_error(run_in_process(capsys, *base, "--lang", "en", "--pooling", "mean", text, "-o", tmp_path / "x"),

@@ -295,9 +295,12 @@ def parse_layers(text: Optional[str]) -> Optional[list[int]]:
     if text is None or text.strip() in ("", "all"):
         return None
     try:
-        return [int(part) for part in text.split(",") if part.strip()]
+        layers = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
         raise XltError(f"--layers takes comma-separated layer numbers such as 0,4,8, got {text!r}") from None
+    if len(set(layers)) != len(layers):   # each would be computed and reported twice, as two layers
+        raise XltError(f"--layers names a layer twice: {text!r}")
+    return layers
 
 
 def load_model(run: TextModel, random_seed: Optional[int]) -> TextModel:
