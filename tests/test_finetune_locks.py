@@ -6,7 +6,9 @@ The real runner in-process on test_finetune_runner.py's tiny en/fr model and toy
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 
 import pytest
 from finetune_toy import build_toy_world
@@ -57,3 +59,32 @@ def test_a_grid_left_to_other_processes_encodes_nothing(world, tmp_path, monkeyp
     monkeypatch.undo()
     outcome = finetune(cfg)
     assert outcome.exit_code == EXIT_OK and outcome.results["runs"][0]["worked"]
+
+
+def test_whoever_writes_the_summary_last_writes_every_run_finished_by_then(world, tmp_path):
+    """Two overlapping calls on one grid, each training one run: the run the other process held when
+    this one passed it has finished by the time this one writes results.json, which must say so
+    (it said busy, and the last writer left the grid incomplete with every run done)."""
+    done = tmp_path / "done"
+    finetune(config(world, done, batch_size=[8, 16]))   # the other process's run, finished, to copy in
+    cfg = config(world, tmp_path / "out", batch_size=[8, 16])
+    exp = experiment(cfg)
+    busy_dir = exp.run_dir(exp.plan.grid[0])
+    os.makedirs(busy_dir)
+    lock = exclusive_lock(os.path.join(busy_dir, "lock"))
+    lock.__enter__()
+    finished_elsewhere = []
+
+    def meanwhile(_):   # while this call trains the second run, the other process finishes the first
+        if not finished_elsewhere:
+            source = done / os.path.relpath(busy_dir, tmp_path / "out")
+            shutil.copytree(source, busy_dir, dirs_exist_ok=True, ignore=shutil.ignore_patterns("lock"))
+            lock.__exit__(None, None, None)
+            finished_elsewhere.append(True)
+
+    outcome = finetune(cfg, on_epoch_end=meanwhile)
+    assert finished_elsewhere
+    assert outcome.exit_code == EXIT_OK and outcome.results["complete"]
+    assert outcome.counts == {"done": 2, "busy": 0, "failed": 0}
+    assert [r["worked"] for r in outcome.results["runs"]] == [False, True]
+    assert json.loads((tmp_path / "out" / "results.json").read_text())["complete"]

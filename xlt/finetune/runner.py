@@ -290,12 +290,32 @@ def execute(plan: FinetunePlan, on_epoch_end: Optional[Callable[[dict[str, Any]]
         record = exp.run_one(settings, on_epoch_end, done)
         records.append(record.to_dict())
         log.info(f"[{i}/{len(grid)}] " + describe(record, metric, exp.source, exp.targets))
+    output = plan.output
+    with output_files_lock(output.root):
+        # A run busy in another process when this one passed it may have finished since: read again
+        # under the lock, so that whoever writes last writes every finished run, not its own old view.
+        for i, (settings, f) in enumerate(zip(grid, files)):
+            if records[i]["status"] == "busy" and (now := exp.cached(f)) is not None:
+                records[i] = exp.run_one(settings, None, now).to_dict()
+        results, text, counts = write_results(exp, plan, records)
+    code = EXIT_FAILED if counts["failed"] else EXIT_BUSY if counts["busy"] else EXIT_OK
+    if counts["busy"]:
+        log.info(f"{counts['busy']} run(s) in progress in another process: the summary is partial; run again later")
+    log.info(f"{output.root}: {counts['done']}/{len(grid)} run(s) done, {counts['failed']} failed, "
+             f"{counts['busy']} busy elsewhere")
+    return Outcome(code, results, text, counts)
+
+
+def write_results(exp: Experiment, plan: FinetunePlan, records: list[dict]) -> tuple[dict, str, dict]:
+    """results.json and summary.md of the grid from its runs' ``records`` (under the output's lock);
+    returns (results, the summary's text, counts by status)."""
+    metric, output = exp.task.main_metric, plan.output
     counts = {status: sum(r["status"] == status for r in records) for status in ("done", "busy", "failed")}
     summary = selection.summarize(records, metric, exp.source, exp.targets)
     test_time = plan.transforms
     results = {"format": RESULTS_FORMAT, "task": plan.task, "model": exp.model_source,
                "model_identity": exp.model_identity, "source": exp.source, "targets": exp.targets,
-               "complete": counts["done"] == len(grid), "counts": counts,
+               "complete": counts["done"] == len(records), "counts": counts,
                "encoder_parameters": exp.encoder_parameters(), "data": exp.data_files(),
                "test_time": {"lang_embedding_at_test": test_time.lang_embedding_at_test,
                              "maps": {t: {"layer": m.layer, "identity": m.identity} for t, m in exp.maps.items()},
@@ -306,28 +326,21 @@ def execute(plan: FinetunePlan, on_epoch_end: Optional[Callable[[dict[str, Any]]
                # trained elsewhere; their run directories' config.json name their own
                "environment": environment(exp.device)}
     text = selection.markdown(summary, f"xlt finetune {plan.task}: {exp.source} -> {', '.join(exp.targets)}", counts)
-    output = plan.output
-    with output_files_lock(output.root):
-        coverage = getattr(exp.pretrained, "coverage", None)
-        if coverage is not None:
-            # a model kind that counts tokens without a vector (static:FILE) counted them while this
-            # command encoded the splits; a command that only read cached runs encoded none, and
-            # reports what the command that did wrote down
-            counted, kept = coverage(), output.file("static_coverage.json")
-            if counted:
-                write_json(kept, counted)
-            elif os.path.exists(kept):
-                counted = read_json(kept)
-            if counted:
-                results["static_coverage"] = counted
-                text += coverage_markdown(counted)
-                for lang, c in counted.items():
-                    log.info(f"{lang}: {c['unknown']} of {c['tokens']} tokens have no vector (zero vectors)")
-        with written_together({output.file("results.json"): json_text(results), output.file("summary.md"): text}):
-            pass   # results.json, which make targets and which says the grid is complete, lands last
-    code = EXIT_FAILED if counts["failed"] else EXIT_BUSY if counts["busy"] else EXIT_OK
-    if counts["busy"]:
-        log.info(f"{counts['busy']} run(s) in progress in another process: the summary is partial; run again later")
-    log.info(f"{output.root}: {counts['done']}/{len(grid)} run(s) done, {counts['failed']} failed, "
-             f"{counts['busy']} busy elsewhere")
-    return Outcome(code, results, text, counts)
+    coverage = getattr(exp.pretrained, "coverage", None)
+    if coverage is not None:
+        # a model kind that counts tokens without a vector (static:FILE) counted them while this
+        # command encoded the splits; a command that only read cached runs encoded none, and
+        # reports what the command that did wrote down
+        counted, kept = coverage(), output.file("static_coverage.json")
+        if counted:
+            write_json(kept, counted)
+        elif os.path.exists(kept):
+            counted = read_json(kept)
+        if counted:
+            results["static_coverage"] = counted
+            text += coverage_markdown(counted)
+            for lang, c in counted.items():
+                log.info(f"{lang}: {c['unknown']} of {c['tokens']} tokens have no vector (zero vectors)")
+    with written_together({output.file("results.json"): json_text(results), output.file("summary.md"): text}):
+        pass   # results.json, which make targets and which says the grid is complete, lands last
+    return results, text, counts
