@@ -310,6 +310,25 @@ def test_a_folder_that_holds_something_else_is_refused_and_left_as_it_was(config
     assert json.loads((other / "config.json").read_text()) == config
 
 
+def test_a_folder_of_other_files_is_refused_and_what_a_killed_start_left_is_not(inputs, tmp_path):
+    # files a run does not write, and no config.json: someone's folder, not a run's
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine\n")
+    (other / "metrics.jsonl").write_text("keep\n")   # a run writes metrics only after its config.json
+    assert_one_line_error(run_xlt("pretrain", "--run-dir", other, *inputs["args"], *tiny_args(2)),
+                          f"{other}: not a pretraining run, and not empty (metrics.jsonl, notes.txt)")
+    assert sorted(p.name for p in other.iterdir()) == ["metrics.jsonl", "notes.txt"]
+    # a start killed before its description: the copies and the lock, which the next start takes over
+    killed = tmp_path / "killed"
+    (killed / "checkpoints").mkdir(parents=True)
+    for name in ("vocab", "text.json", "codes.en", ".lock"):
+        (killed / name).write_text("half\n")
+    res = run_xlt("pretrain", "--run-dir", killed, *inputs["args"], *tiny_args(2))
+    assert res.returncode == 0, res.stderr
+    assert (killed / "config.json").exists() and (killed / "checkpoints" / "last.pt").exists()
+
+
 def test_nan_loss_stops_and_keeps_last_good_checkpoint(inputs, tmp_path, monkeypatch):
     from xlt.pretrain.config import PretrainConfig
     from xlt.pretrain.plan import resolve

@@ -20,7 +20,7 @@ from xlt.pretrain.config import ADDED_DEFAULTS, MUTABLE_KEYS
 from xlt.text.tokenize import TokenizerConfig
 from xlt.utils.errors import XltError
 from xlt.pretrain.snapshots import remove_snapshots
-from xlt.utils.outputs import atomic_path, make_directory, remove_stale_temporaries, write_json
+from xlt.utils.outputs import TEMPORARY_SUFFIX, atomic_path, make_directory, remove_stale_temporaries, write_json
 from xlt.utils.rundir import check_same_config, read_run_description, write_run_description
 from xlt.utils.shapes import MapOf, require_fields
 from xlt.utils.textio import file_sha256, read_json
@@ -91,10 +91,22 @@ def _described(stores: Mapping[str, Mapping[str, TokenStore]]) -> dict[str, dict
 PRETRAINING_KEYS = ("max_steps", "stream_len", "batch_size", "vocab", "train")
 
 
+# What a start writes before config.json (an attempt killed there leaves them), and what make adds
+# after it: a folder holding anything else and no config.json is not a run's, and starting would
+# overwrite or trip over its files.
+BEFORE_DESCRIPTION = ("vocab", "vocab.langs.json", "text.json", "checkpoints", ".lock")
+
+
 def check_pretraining_run(run_dir: str) -> None:
-    """XltError unless ``run_dir`` is absent, holds no config.json, or holds a pretraining run's."""
+    """XltError unless ``run_dir`` is absent, holds only what a killed start leaves, or holds a
+    pretraining run's config.json."""
     path = os.path.join(run_dir, "config.json")
     if not os.path.exists(path):
+        foreign = sorted(name for name in (os.listdir(run_dir) if os.path.isdir(run_dir) else ())
+                         if name not in BEFORE_DESCRIPTION and not name.startswith("codes.") and not name.endswith(TEMPORARY_SUFFIX))
+        if foreign:
+            raise XltError(f"not a pretraining run, and not empty ({', '.join(foreign[:3])}"
+                           f"{', ...' if len(foreign) > 3 else ''}): use a new directory", run_dir)
         return
     config = read_json(path, "run description")
     config = config.get("config") if isinstance(config, dict) else None
