@@ -169,6 +169,16 @@ def test_bad_inputs_are_one_line_errors(world, tmp_path, capsys):
         res = in_process(capsys, *base, "--model", world.run, *world.args("fr"), option, value)
         assert_one_line_error(res, says)
     assert not (tmp_path / "out").exists()
+    # -o at a pretraining run (a later reader would take the folder for one run), or at another task's grid
+    res = in_process(capsys, "finetune", TOY, "-o", world.run, *SMALL, "--model", world.run, *world.args("fr"))
+    assert_one_line_error(res, f"{world.run}: holds a run's config.json")
+    other = tmp_path / "ner-grid"
+    other.mkdir()
+    (other / "results.json").write_text(json.dumps({"format": "xlt-finetune-results/1", "task": "ner"}))
+    res = in_process(capsys, "finetune", TOY, "-o", other, *SMALL, "--model", world.run, *world.args("fr"))
+    assert_one_line_error(res, f"{other / 'results.json'}: holds the results of a ner grid, and this command "
+                               f"fine-tunes {TOY}")
+    assert sorted(p.name for p in other.iterdir()) == ["results.json"]
 
 
 def test_task_options_are_typed(world, tmp_path, capsys):

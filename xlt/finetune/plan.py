@@ -24,6 +24,7 @@ from xlt.finetune.registry import resolve_task
 from xlt.finetune.task import Task, TaskRecipe
 from xlt.loader.kinds import FinetuneUse, ModelChoice, kind_of
 from xlt.utils.errors import XltError, require_file
+from xlt.utils.textio import read_json
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,25 @@ class OutputLayout:
 
     def file(self, name: str) -> str:
         return os.path.join(self.root, name)
+
+
+def check_grid_output(root: str, task: str) -> None:
+    """XltError when ``root`` holds something other than a grid output of ``task``: a run's folder (its
+    config.json; a later reader would take the folder for one run) or another task's results, which
+    this command's results.json and summary.md would replace without a word."""
+    if os.path.exists(os.path.join(root, "config.json")):
+        raise XltError("holds a run's config.json (a pretraining run, a model or one fine-tuning run), not a "
+                       "fine-tuning grid's output: use a new directory", root)
+    results = os.path.join(root, "results.json")
+    if os.path.exists(results):
+        try:
+            found = read_json(results, "fine-tuning results")
+        except XltError:   # damaged: this command writes it again
+            return
+        found = found.get("task") if isinstance(found, dict) else None
+        if found is not None and found != task:
+            raise XltError(f"holds the results of a {found} grid, and this command fine-tunes {task}: "
+                           "use a directory of its own", results)
 
 
 @dataclass(frozen=True)
@@ -195,6 +215,7 @@ def make_plan(cfg: FinetuneConfig) -> FinetunePlan:
     targets = tuple(t for t in named if t != source)
     recipe = type(task).recipe
     grid = resolve_grid(cfg, recipe)
+    check_grid_output(cfg.output, cfg.task)
     return FinetunePlan(
         task=cfg.task, task_settings=settings, model=choice, model_use=use, model_languages=languages, source=source,
         targets=targets, splits=_split_files(cfg, task, source, targets), grid=grid,
