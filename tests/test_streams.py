@@ -176,8 +176,18 @@ def test_ranks_read_disjoint_windows_whose_union_is_the_single_rank_set(tmp_path
 def test_too_little_data_for_the_ranks_is_a_clear_error(tmp_path):
     store = make_store(tmp_path, [2, 2])  # 7 stream tokens: one window of 4
     LanguageStream(store, stream_len=4, batch_size=2)
-    with pytest.raises(XltError, match="fewer than one window"):
+    with pytest.raises(XltError, match="fewer than one window") as error:
         LanguageStream(store, stream_len=4, batch_size=2, world_size=2, rank=1)
+    assert error.value.path == f"{store.prefix}.bin"   # the line names the store
+    # a .bin whose last id is not </s> is no store's: named too
+    tokens = np.memmap(f"{store.prefix}.bin", dtype=store.tokens.dtype, mode="r+")
+    tokens[-1] = 5
+    tokens.flush()
+    with pytest.raises(XltError, match="does not end with </s>") as error:
+        LanguageStream(TokenStore(store.prefix, store.header, np.memmap(f"{store.prefix}.bin", dtype=tokens.dtype,
+                                                                         mode="r"), store.offsets),
+                       stream_len=4, batch_size=2)
+    assert error.value.path == f"{store.prefix}.bin"
 
 
 def test_eval_yields_every_window_in_order_then_the_tail(tmp_path):

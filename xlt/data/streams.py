@@ -158,12 +158,13 @@ class LanguageStream:
         self.max_sentences = max_sentences
         self.tokens = _stream_tokens(store, max_sentences)
         if len(self.tokens) and self.tokens[-1] != EOS_ID:
-            raise XltError(f"the {self.language!r} token store does not end with </s>: not a token store layout")
+            raise XltError(f"the {self.language!r} token store does not end with </s>: not a token store layout",
+                           f"{store.prefix}.bin")
         self.n_windows = (len(self.tokens) + 1) // stream_len
         self.windows_per_epoch = self.n_windows // world_size
         if self.windows_per_epoch == 0:
             raise XltError(f"the {self.language!r} data has {len(self.tokens) + 1} stream tokens: fewer than one "
-                           f"window of {stream_len} per rank for {world_size} rank(s)")
+                           f"window of {stream_len} per rank for {world_size} rank(s)", f"{store.prefix}.bin")
         self.epoch = 0
         self.position = 0  # windows of this rank's share of `epoch` already read
         self._permutation: Optional[FeistelPermutation] = None
