@@ -41,18 +41,19 @@ class TrackSummary:
     failed: list[tuple[str, str, str]] = field(default_factory=list)    # (run, snapshot, measure), said why
 
 
-def chosen_measures(cfg: TrackConfig) -> list[str]:
-    """--measures (default all), less those whose data is not given: each said once."""
+def chosen_measures(cfg: TrackConfig) -> tuple[list[str], list[str]]:
+    """--measures (default all), less those whose data is not given: (the measures, a note for each
+    one skipped, said once the inputs are checked, so that a bad input is the only line)."""
     wanted = cfg.measures or list(MEASURES)
-    kept = []
+    kept, notes = [], []
     for name in MEASURES:
         if name not in wanted:
             continue
         if cfg.has_data(name):
             kept.append(name)
         else:
-            log.info(f"{name}: skipped (its data is not given: {NEEDS[name]})")
-    return kept
+            notes.append(f"{name}: skipped (its data is not given: {NEEDS[name]})")
+    return kept, notes
 
 
 class RunTracker:
@@ -289,7 +290,7 @@ def track(cfg: TrackConfig) -> TrackSummary:
     from xlt.utils.device import resolve_device
 
     cfg.validate()
-    measures = chosen_measures(cfg)
+    measures, skipped = chosen_measures(cfg)
     if not measures:
         raise XltError("no measure to compute: give the data of one (see xlt track --help)")
     device = resolve_device(cfg.device)
@@ -297,6 +298,8 @@ def track(cfg: TrackConfig) -> TrackSummary:
     summary = TrackSummary()
     # each run's description and languages are read first: a bad run leaves no directory behind either
     trackers = [RunTracker(cfg, index, measures, data, device, summary) for index in range(len(cfg.runs))]
+    for note in skipped:
+        log.info(note)
     make_directory(cfg.output)
     check_and_record(cfg)   # before any record: one directory, one setting per measure
     records = RecordIndex(os.path.join(cfg.output, RECORDS))
