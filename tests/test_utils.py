@@ -32,6 +32,26 @@ def test_read_lines_plain_and_compressed(tmp_path, opener, suffix):
     assert list(read_lines(path)) == ["one", "", "three", "four é"]
 
 
+def test_read_lines_drops_a_byte_order_mark_at_the_start_only(tmp_path):
+    path = tmp_path / "bom.conllu"
+    path.write_bytes("\ufeff1\tA\n2\t\ufeffB\n".encode("utf-8"))
+    assert list(read_lines(path)) == ["1\tA", "2\t\ufeffB"]
+
+
+def test_a_task_file_saved_with_a_byte_order_mark_reads_as_without(tmp_path):
+    from xlt.finetune.parse import read_conllu
+    from xlt.finetune.xnli import XNLITask
+
+    tree = "1\tA\ta\tDET\tDT\t_\t2\tdet\t_\t_\n2\tdog\tdog\tNOUN\tNN\t_\t0\troot\t_\t_\n\n"
+    plain, marked = tmp_path / "plain.conllu", tmp_path / "marked.conllu"
+    plain.write_text(tree, encoding="utf-8")
+    marked.write_text("\ufeff" + tree, encoding="utf-8")   # was: ID '\ufeff1' is not a word number
+    assert [s.words for s in read_conllu(str(marked))] == [s.words for s in read_conllu(str(plain))]
+    nli = tmp_path / "marked.tsv"
+    nli.write_text("\ufeffA man sleeps.\tSomeone rests.\tentailment\n", encoding="utf-8")
+    assert XNLITask().read(str(nli))[0].premise == "A man sleeps."
+
+
 def test_read_lines_reports_the_line_of_a_bad_byte(tmp_path):
     path = tmp_path / "bad.txt"
     path.write_bytes(b"fine\nalso fine\nbad \xff here\n")

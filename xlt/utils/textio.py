@@ -43,7 +43,9 @@ def open_binary(path: PathLike) -> BinaryIO:
 
 
 def read_lines(path: PathLike) -> Iterator[str]:
-    """Yield the lines of a UTF-8 text file without their line ending (``\\n`` or ``\\r\\n``).
+    """Yield the lines of a UTF-8 text file without their line ending (``\\n`` or ``\\r\\n``), and
+    without the byte-order mark some editors put first (else a CoNLL-U file's first ID reads
+    ``\\ufeff1``, and a task file's first word keeps an invisible character).
 
     Raises:
         XltError: on a missing file, a non-UTF-8 line (with its line number) or a corrupt archive.
@@ -61,6 +63,8 @@ def read_lines(path: PathLike) -> Iterator[str]:
             line = line.rstrip("\n")
             if line.endswith("\r"):
                 line = line[:-1]
+            if lineno == 1 and line.startswith("\ufeff"):
+                line = line[1:]
             yield line
     except (EOFError, lzma.LZMAError, gzip.BadGzipFile, OSError) as e:
         raise XltError(f"cannot read compressed input ({e})", path, lineno + 1) from None
