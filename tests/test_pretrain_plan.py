@@ -182,3 +182,21 @@ def test_the_unigram_floor_is_counted_on_the_sentences_the_run_trains_on(inputs,
         store = TokenStore.open(inputs["root"] / f"{lang}.train")
         # the first 30 sentences' ids, not the store's 120
         assert np.array_equal(counted[i], store.tokens[:int(store.offsets[30])])
+
+
+def test_replacements_within_the_language_need_the_vocabularys_owners(inputs, tmp_path):
+    # Without the sidecar every token counts as every language's: Sep Emb's within-language draws
+    # would come from the whole vocabulary while the plan said they did not.
+    import shutil
+
+    root = tmp_path / "no-sidecar"
+    shutil.copytree(inputs["root"], root)
+    (root / "vocab.langs.json").unlink()
+    with pytest.raises(XltError, match="need the vocabulary's ownership sidecar") as error:
+        resolve(config(root, sharing="sep-emb"))
+    assert error.value.path == str(root / "vocab")
+    with pytest.raises(XltError, match="ownership sidecar"):
+        resolve(config(root, random_within_language=True))
+    # drawn from every token, as asked, or as Default does
+    assert not resolve(config(root, sharing="sep-emb", random_within_language=False)).masking.random_within_language
+    assert not resolve(config(root)).masking.random_within_language

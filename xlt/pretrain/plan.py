@@ -98,6 +98,13 @@ def resolve(cfg: PretrainConfig) -> PretrainPlan:
                                  lang_embeddings=cfg.lang_embeddings, **dropout)
     masking = MaskingConfig(random_within_language=cfg.random_within_language).resolved(
         separate_embeddings=sharing.separate_embeddings, prefix_lang=vocab.prefix_lang)
+    if masking.random_within_language and not vocab.languages:
+        # without it every token counts as every language's, and the replacements would come from
+        # the whole vocabulary while the run's config said they did not
+        raise XltError("random replacements within the language (separate embeddings' default, or "
+                       "--random-within-language) need the vocabulary's ownership sidecar (VOCAB.langs.json, "
+                       "written by xlt bpe vocab --lang ...); --no-random-within-language draws from every token",
+                       cfg.vocab)
     # a cut larger than a store is refused here, where --dry-run sees it, not when the streams open
     counts = tuple(sentences_read(train_stores[l], cfg.max_sentences) for l in languages)
     return PretrainPlan(config=cfg, languages=languages, vocab_size=len(vocab), vocab_sha256=vocab.sha256,
