@@ -156,6 +156,13 @@ def test_gathered_mlm_loss_equals_full_logits_cross_entropy(preset):
     sum_loss = m.head.mlm_loss(hidden, mask, target, "fr", reduction="sum")
     torch.testing.assert_close(sum_loss, expected * len(target))
     assert torch.equal(m.head.decode(hidden, "fr", chunk_tokens=4), full.argmax(-1))
+    # nothing to predict (a batch of special tokens alone): a loss of 0 with zero gradients, not NaN
+    nothing = torch.zeros(3, 10, dtype=torch.bool)
+    hidden.requires_grad_(True)
+    empty = m.head.mlm_loss(hidden, nothing, torch.zeros(0, dtype=torch.long), "fr")
+    assert empty.item() == 0.0
+    empty.backward()
+    assert torch.count_nonzero(hidden.grad) == 0
 
 
 def test_tied_decoder_shares_storage_with_its_language_embedding():

@@ -66,9 +66,13 @@ class MaskedLMHead(nn.Module):
                  reduction: str = "mean") -> Tensor:
         """Cross-entropy of ``target_ids`` Long [N] at ``target_positions`` (see :func:`gather_positions`).
 
-        The softmax is computed at the N predicted positions only ("mean" or "sum" over them).
+        The softmax is computed at the N predicted positions only ("mean" or "sum" over them). With
+        N = 0 (a batch of special tokens alone: nothing to predict) the loss is 0, not the NaN of a
+        mean over nothing, which would stop a run as if it had diverged.
         """
         logits = self.logits(gather_positions(hidden, target_positions), lang)
+        if target_ids.numel() == 0:
+            return logits.float().sum() * 0.0   # still in the graph: every process's backward meets the head
         # float32 softmax even under bf16 autocast: the log-sum-exp over V terms needs the mantissa.
         return F.cross_entropy(logits.float(), target_ids, reduction=reduction)
 

@@ -21,8 +21,9 @@ def unigram_log_probs(train_tokens: np.ndarray, vocab_size: int, limit: int = CO
     run trains on (a stream's ``tokens``: the store up to its --max-sentences cut, not the whole
     store, so a data-size ablation's floor is a unigram model of its own data). float64 [vocab_size]
 
-    Specials (separators, ``<mask>``) are not counted and the smoothing mass is spread over the
-    ordinary tokens, as if specials were never targets (``<unk>`` can be one: it keeps its add-one).
+    Specials (separators, ``<unk>``, ``<mask>``) are not counted and the ordinary tokens' add-one
+    probabilities sum to 1 by themselves, as masking never makes a special a target; the specials'
+    entries hold an add-one of their own that no target reads.
     """
     tokens = train_tokens[:limit]   # memory-mapped: counted a chunk at a time, never copied whole
     counts = np.zeros(vocab_size, dtype=np.int64)
