@@ -158,6 +158,10 @@ def test_compare_and_table(run_dir, parallel, tmp_path):
     assert [c["column"] for c in table["columns"]] == ["Bilingual", "Random"]
     assert table["rows"] == ["L0", "L1", "L2", "AVER"]
     assert (tmp_path / "fig7.png").exists() and "AVER" in res.stdout
+    # one file twice (by another name too) would be one result shown as two columns
+    res = run_xlt("cka", "table", tmp_path / "bi.json", tmp_path / "." / "bi.json", "-o", tmp_path / "twice")
+    assert_one_line_error(res, "bi.json: the same CKA column file is given twice")
+    assert not list(tmp_path.glob("twice*"))
 
 
 def test_bad_inputs_give_one_line(run_dir, parallel, tmp_path, capsys):

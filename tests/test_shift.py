@@ -164,6 +164,9 @@ def test_means_shift_translate_table(run_dir, tmp_path):
     table = json.loads((tmp_path / "table2.json").read_text())
     assert table["rows"][:4] == ["BLEU-1 (layer=2, alpha=2)", "best BLEU-1", "best layer", "best alpha"]
     assert "convert rate (layer=2, alpha=2)" in table["rows"] and (tmp_path / "table2.tsv").exists()
+    res = run_xlt("shift-decode", "table", tmp_path / "en-fr.json", tmp_path / "en-fr.json", "--layer", "2",
+                  "--alpha", "2", "-o", tmp_path / "twice")
+    assert_one_line_error(res, "en-fr.json: the same translate result is given twice")
 
     short = tmp_path / "short.fr"
     short.write_text("le chat .\n")

@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from xlt.utils.errors import PathLike, XltError
+from xlt.utils.errors import PathLike, XltError, require_distinct
 from xlt.utils.outputs import json_text, written_together
 from xlt.utils.shapes import ListOf, matches
 from xlt.utils.textio import read_json
@@ -47,6 +47,7 @@ def check_column(col: dict, path: PathLike) -> dict:
 def assemble_table(paths: Sequence[str]) -> dict:
     """Figure 7 layout from column files: rows L0..Ln and AVER, one column per file."""
     columns, layers = [], None
+    require_distinct(paths, "CKA column file")
     for path in paths:
         col = check_column(read_json(path, "xlt cka compare output", format=COLUMN_FORMAT), path)
         if layers is None:

@@ -10,7 +10,7 @@ import os
 from numbers import Real
 from typing import Optional, Sequence
 
-from xlt.utils.errors import PathLike, XltError
+from xlt.utils.errors import PathLike, XltError, require_distinct
 from xlt.utils.log import print_table
 from xlt.utils.outputs import json_text, write_json, written_together
 from xlt.utils.textio import read_json
@@ -45,6 +45,7 @@ def assemble_table2(paths: Sequence[str], layer: int, alpha: float, cr_layer: Op
     """Liu et al.'s Table 2 from ``translate`` results: one column per direction."""
     cr_layer = layer if cr_layer is None else cr_layer
     columns = []
+    require_distinct(paths, "translate result")
     for path in paths:
         result = read_result(path)
         cell = {(r["layer"], float(r["alpha"])): r for r in result["grid"]}

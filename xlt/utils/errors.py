@@ -9,7 +9,7 @@ traceback instead. Anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import os
-from typing import Optional, Union
+from typing import Optional, Sequence, Union
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -55,3 +55,14 @@ def require_file(path: PathLike, what: str = "file") -> str:
     if not os.access(path, os.R_OK):
         raise XltError(f"cannot read {what}", path)
     return path
+
+
+def require_distinct(paths: Sequence[PathLike], what: str = "file") -> None:
+    """A one-line error naming the first of ``paths`` given twice (the same file by two names too):
+    a table would show one result as two columns."""
+    seen: dict[str, str] = {}
+    for path in map(os.fspath, paths):
+        real = os.path.realpath(path)
+        if real in seen:
+            raise XltError(f"the same {what} is given twice (also as {seen[real]})", path)
+        seen[real] = path
