@@ -51,7 +51,7 @@ def extract(run_dir: str, lang: str, level: str, pooling: str, layers: Optional[
       xlt extract --model runs/en-fr --lang fr --level word --pooling first words.fr -o reps/fr.words
     \b
     Example (the same sentences through the encoder of an xlt finetune run started from runs/en-fr):
-      xlt extract --model runs/en-fr --lang fr --finetuned table1/en-fr/ner fr.txt -o reps/fr.ner
+      xlt extract --model runs/en-fr --lang fr --finetuned table1/default/en-fr/ner fr.txt -o reps/fr.ner
     """
     from xlt.analysis.extract import extract_to_files, parse_layers
 

@@ -197,7 +197,7 @@ def liu_table2(results_dir: str, bleu_layer, cr_layer, langs: str, paper_numbers
 
     \b
     Example:
-      xlt report liu-table2 --results-dir work/demo/liu -o work/demo/report
+      xlt report liu-table2 --results-dir work/demo/liu --langs fr -o work/demo/report
     """
     from xlt.report import liu, paper
 
@@ -219,7 +219,7 @@ def liu_table4(results_dir: str, table1_dir: str, langs: str, paper_numbers, out
 
     \b
     Example:
-      xlt report liu-table4 --results-dir work/demo/liu --table1-dir work/demo/table1 -o work/demo/report
+      xlt report liu-table4 --results-dir work/demo/liu --table1-dir work/demo/table1 --langs fr -o work/demo/report
       xlt report liu-table4 --results-dir work/demo/model/hf-bert-base-multilingual-cased/liu \\
           -o work/demo/model/hf-bert-base-multilingual-cased/report
     """
@@ -264,7 +264,7 @@ def liu_figures(results_dir: str, sizes: str, langs: str, layer: str, paper_numb
 
     \b
     Example:
-      xlt report liu-figures --results-dir work/demo/liu-fig --sizes 4000,20000 -o work/demo/report
+      xlt report liu-figures --results-dir work/demo/liu-fig --sizes 4000,20000 --langs fr -o work/demo/report
     """
     from xlt.report import liu_figures as lf, paper
 
@@ -284,7 +284,7 @@ def liu_pos(results_dir: str, langs: str, layer: str, paper_numbers, output_dir:
 
     \b
     Example:
-      xlt report liu-pos --results-dir work/demo/liu-fig/n20000/mrr/bert -o work/demo/report
+      xlt report liu-pos --results-dir work/demo/liu-fig/n20000/mrr/bert --langs fr -o work/demo/report
     """
     from xlt.report import liu_figures as lf, paper
 
@@ -306,9 +306,10 @@ def dynamics(records: tuple[str, ...], output_dir: str, **rule) -> None:
     alignment or transfer first, and which layer. Prints the "emerges at" tables; see docs/dynamics.md.
 
     \b
-    Example (two runs overlaid):
-      xlt report dynamics --records work/demo/track/default/records.jsonl \\
-          --records work/demo/track/sep-emb+l1-6/records.jsonl -o work/demo/report/dynamics
+    Example (what make reproduce-dynamics tracked; then runs tracked into two directories, overlaid):
+      xlt report dynamics --records work/demo/dynamics/track/records.jsonl -o work/demo/dynamics/report
+      xlt report dynamics --records track/default/records.jsonl \\
+          --records track/sep-emb+l1-6/records.jsonl -o report
     """
     from xlt.report.dynamics import report as dynamics_report
 

@@ -30,8 +30,8 @@ class PretrainConfig:
                                        metavar="LANG CODES", default_factory=dict)
     lowercase: bool = help_field("the text was lowercased by xlt tokenize (recorded for later stages)", default=False)
     remove_accents: bool = help_field("accents were removed by xlt tokenize (recorded for later stages)", default=False)
-    preset: str = help_field("model preset: wu2020 (the paper's), small (CPU demo), mini (8 narrow layers: "
-                             "every Table 1 row on a CPU) or tiny (tests)", default="small")
+    preset: str = help_field("model preset: wu2020 (the paper's), small (4 layers of 256: a CPU model of its own), "
+                             "mini (8 narrow layers: every Table 1 row on a CPU) or tiny (tests)", default="small")
     sharing: str = help_field("parameter sharing preset, a row of Wu et al.'s Table 1: default, sep-emb, "
                               "sep-l1-3, sep-l1-6, sep-emb+l1-3, sep-emb+l1-6", default="default")
     separate_layers: Optional[tuple[int, int]] = help_field(
