@@ -335,6 +335,47 @@ def test_unverified_official_file_is_fetched_and_reported(tmp_path, http_root):
     assert os.path.getsize(data / "muse/official/en-fr.txt") == 9
 
 
+def test_a_download_cut_short_is_an_error_and_leaves_nothing(tmp_path):
+    """urllib reads a connection closed before Content-Length as a short file, not an error: a file
+    without a checksum (the official MUSE splits, MNLI) would be kept cut and counted present after."""
+    class CutShort(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "100000")
+            self.end_headers()
+            self.wfile.write(b"x" * 1000)
+            self.close_connection = True
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), CutShort)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/big.txt"
+        write_recipe(tmp_path / "recipes", "big", [{"path": "toy/big.txt", "sha256": None, "url": url}], in_all=False)
+        with pytest.raises(XltError, match="download cut short: 1,000 of 100,000 bytes") as err:
+            fetch(["big"], data=tmp_path / "data", mirror=None, recipes=load_recipes(tmp_path / "recipes"))
+        assert err.value.path == url
+        assert not (tmp_path / "data").exists()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_mirror_named_that_does_not_exist_is_an_error_not_an_empty_mirror(fake, monkeypatch):
+    _, recipes, data, _ = fake
+    monkeypatch.setenv("XLT_RECIPES", str(recipes))
+    monkeypatch.setenv("XLT_DATA", str(data))
+    monkeypatch.setenv("XLT_DATA_MIRROR", str(data.parent / "nowhere"))
+    assert_one_line_error(run_xlt("data", "fetch", "toy"), "nowhere: no such mirror directory")
+    assert_one_line_error(run_xlt("data", "list"), "nowhere: no such mirror directory")
+    monkeypatch.delenv("XLT_DATA_MIRROR")
+    assert_one_line_error(run_xlt("data", "fetch", "--mirror", data.parent / "elsewhere", "toy"),
+                          "elsewhere: no such mirror directory")
+    assert not data.exists()
+
+
 # ---- default locations: nothing depends on the checkout but the mirror default ---------------
 def test_data_directory_defaults_to_xlt_data_then_the_user_cache(tmp_path, monkeypatch):
     from xlt.data import recipes as module

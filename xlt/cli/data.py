@@ -50,9 +50,9 @@ def fetch(names: tuple[str, ...], data_dir: Optional[Path], mirror: Optional[Pat
       xlt data fetch mnli_full --data-dir /scratch/xlt-data
       xlt data fetch nli/snli/snli_dev.tsv      # the recipe snli
     """
-    from xlt.data.recipes import fetch as fetch_recipes
+    from xlt.data.recipes import fetch as fetch_recipes, named_mirror
 
-    report = fetch_recipes(list(names), data=data_dir, mirror="env" if mirror is None else mirror)
+    report = fetch_recipes(list(names), data=data_dir, mirror="env" if mirror is None else named_mirror(str(mirror)))
     log.info(f"{len(report.present)} already present, {len(report.from_mirror)} copied from the mirror, "
              f"{len(report.downloaded)} downloaded, {len(report.prepared)} prepared"
              + (f", {len(report.unverified)} unverified (no checksum in the recipe)" if report.unverified else ""))

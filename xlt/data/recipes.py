@@ -103,11 +103,19 @@ def checkout_root() -> Optional[Path]:
     return root if (root / "pyproject.toml").is_file() else None
 
 
+def named_mirror(path: str) -> Path:
+    """A mirror the user named (``XLT_DATA_MIRROR``, ``--mirror``): a typo is an error, not an empty
+    mirror that sends every file to the official URLs."""
+    if not os.path.isdir(path):
+        raise XltError("no such mirror directory (XLT_DATA_MIRROR or --mirror; set it empty for none)", path)
+    return Path(path)
+
+
 def mirror_dir() -> Optional[Path]:
     """``XLT_DATA_MIRROR`` (empty: no mirror), else ``../shared/data`` beside the checkout if it exists."""
     if "XLT_DATA_MIRROR" in os.environ:
         value = os.environ["XLT_DATA_MIRROR"]
-        return Path(value) if value else None
+        return named_mirror(value) if value else None
     root = checkout_root()
     default = root.parent / "shared" / "data" if root is not None else None
     return default if default is not None and default.is_dir() else None
@@ -253,6 +261,12 @@ def _fetch_file(recipe: Recipe, item: RecipeFile, data: Path, mirror: Optional[P
                 request = urllib.request.Request(item.url, headers={"User-Agent": f"xlt/{__version__}"})
                 with urllib.request.urlopen(request, timeout=DOWNLOAD_TIMEOUT_S) as response:
                     got = _copy_hashing(response, tmp)
+                    expected = response.headers.get("Content-Length")
+                # a connection closed early is a short read, not an error, to urllib: a file without a
+                # checksum would be kept, cut, and counted as present ever after
+                if expected is not None and expected.isdigit() and os.path.getsize(tmp) != int(expected):
+                    raise XltError(f"download cut short: {os.path.getsize(tmp):,} of {int(expected):,} bytes; "
+                                   "run the command again", item.url)
             except (OSError, ValueError) as e:  # URLError, HTTPError, timeouts and bad URLs are OSError/ValueError
                 reason = f"HTTP {e.code} {e.reason}" if isinstance(e, urllib.error.HTTPError) else getattr(e, "reason", e)
                 raise XltError(f"missing: not in the mirror ({_mirror_text(mirror)}) and {item.url} failed "
