@@ -196,13 +196,14 @@ reproduce-liu-table2: $(MDS_REPORT)/liu-table2.md
 
 # ---- Liu et al. Table 4: XNLI, bottom half frozen, target shifted towards English at test time ----
 ifeq ($(MODEL),)
-# "Fine-tune all layers" is the Table 1 Default cell; this run gives "last layers" and "+ MDS".
+# "Fine-tune all layers" is the Table 1 Default cell; this run gives "last layers" and "+ MDS", with
+# the cell's seeds and arguments (and made again when they change), so that the columns compare.
 $(W)/liu/en-%/xnli-mds/results.json: $(W)/models/default/en-%/finished $(W)/liu/en-$$*/$$*-en.shift.npz \
-                                     $$(call xnli_files,$$*) $$(call train_of,xnli)
-	$(XLT) finetune xnli --model $(W)/models/default/en-$* -o $(@D) --data-dir $(T) --seeds $(FT_SEEDS) \
+                                     $$(call xnli_files,$$*) $$(call cell_settings,xnli)
+	$(XLT) finetune xnli --model $(W)/models/default/en-$* -o $(@D) --data-dir $(T) --seeds $(SEEDS_xnli) \
 	  --train en $(T)/$(XNLI_TRAIN) --dev en $(T)/xnli/dev-en.tsv \
 	  --eval $* $(T)/xnli/dev-$*.tsv $(T)/xnli/test-$*.tsv --freeze-bottom $(LIU_LAYER) \
-	  --shift $(W)/liu/en-$*/$*-en.shift.npz --shift-layer $(LIU_LAYER) --shift-alpha $(LIU_ALPHAS) $(XNLI_ARGS)
+	  --shift $(W)/liu/en-$*/$*-en.shift.npz --shift-layer $(LIU_LAYER) --shift-alpha $(LIU_ALPHAS) $(ARGS_xnli)
 LIU_TABLE4 := $(foreach l,$(LANGS),$(W)/liu/en-$(l)/xnli-mds/results.json $(W)/table1/default/en-$(l)/xnli/results.json)
 MDS_TABLE1_DIR := --table1-dir $(W)/table1
 else

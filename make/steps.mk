@@ -61,7 +61,7 @@ $(SD)/step-%/xnli/results.json: $$(call snapshot_of,$$*) $$(call xnli_files,$$(c
 	$(call steps_finetune,xnli,$(call xnli_files,$(call target_of,$*)),$(ARGS_xnli))
 $(SD)/step-%/ner/results.json: $$(call snapshot_of,$$*) $$(call ner_files,$$(call target_of,$$*))
 	$(call steps_finetune,ner,$(call ner_files,$(call target_of,$*)),$(ARGS_ner))
-$(SD)/step-%/parse/results.json: $$(call snapshot_of,$$*) $$(call parse_files,$$(call target_of,$$*))
+$(SD)/step-%/parse/results.json: $$(call snapshot_of,$$*) $$(call parse_files,$$(call target_of,$$*)) $$(call treebank_of,parse)
 	$(call steps_finetune,parse,$(call parse_files,$(call target_of,$*)),$(ARGS_parse))
 
 # A later pretraining seed's snapshots are fine-tuned on PRETRAIN_SEED_TASKS only, as Table 1's models.

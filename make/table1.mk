@@ -154,13 +154,17 @@ seeds_of = $(call setting,seeds-$(1),$(SEEDS_$(1)))
 args_of = $(call setting,args-$(1)-$(call target_of,$*),$(ARGS_$(1)))
 # and XNLI's training file (XNLI_TRAIN): a cell trained on another file is made again, as its baselines
 train_of = $(if $(filter xnli,$(1)),$(call setting,train-xnli,$(XNLI_TRAIN)))
-# all three, as one prerequisite list of a TASK cell
-cell_settings = $(call seeds_of,$(1)) $(call args_of,$(1)) $(call train_of,$(1))
+# and parsing's treebanks (UD_en, UD_<L>): files of another treebank are missing, not newer, and
+# a missing secondary file alone remakes nothing, so the old treebank's cells would stay in the table
+treebank_of = $(if $(filter parse,$(1)),$(call setting,ud-$(call target_of,$*),$(UD_en) $(UD_$(call target_of,$*))))
+# all four, as one prerequisite list of a TASK cell
+cell_settings = $(call seeds_of,$(1)) $(call args_of,$(1)) $(call train_of,$(1)) $(call treebank_of,$(1))
 # written by `setting` as make expands the cells' prerequisites; a rule, so that a pattern rule may
 # name the file before it is written (a fresh work directory)
 $(W)/settings/seeds-%: ;
 $(W)/settings/args-%: ;
 $(W)/settings/train-%: ;
+$(W)/settings/ud-%: ;
 # $(call finetune,TASK,FILES,ARGS): source train, source dev, one target (dev, test).
 define finetune
 $(XLT) finetune $(1) --model $(W)/models/$* -o $(@D) --data-dir $(T) --seeds $(SEEDS_$(1)) \
@@ -192,7 +196,7 @@ baselines = mkdir -p $(@D) && $(XLT) -q baselines $(1) --train en $(word 1,$(2))
   --eval $* $(word 5,$(2)) -o $@
 $(W)/table1/baselines/en-%/xnli.json: $$(call xnli_files,$$*) $$(call train_of,xnli) ; $(call baselines,xnli,$^)
 $(W)/table1/baselines/en-%/ner.json: $$(call ner_files,$$*) ; $(call baselines,ner,$^)
-$(W)/table1/baselines/en-%/parse.json: $$(call parse_files,$$*) ; $(call baselines,parse,$^)
+$(W)/table1/baselines/en-%/parse.json: $$(call parse_files,$$*) $$(call treebank_of,parse) ; $(call baselines,parse,$^)
 
 # A cell that cannot be computed, with the reason for the report to show: Wiki-CC without a web
 # corpus for its language, and the rows Fake-English cannot have (NA_<row>_<L>).
