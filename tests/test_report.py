@@ -80,6 +80,10 @@ def test_table1_averages_gaps_files_and_findings(tmp_path):
     assert "fr, zh" in partial.note
     broken = cell(t, "Sep L1-6", "Parsing (LAS)", "zh")
     assert broken.value is None and "unreadable" in broken.gap
+    # the web corpus given later: the cells computed beside the old reason are read, not the gap
+    write_results(tmp_path / "wiki-cc" / "en-ru" / "xnli" / "results.json", "xnli", "ru", one_point("xnli", "ru", 55.0))
+    filled = cell(table1.build(str(tmp_path), LANGS), "Wiki-CC", "XNLI (acc)", "ru")
+    assert filled.gap is None and filled.value == pytest.approx(55.0)
 
     report = tmp_path / "report"
     md = (report / "table1.md").read_text()

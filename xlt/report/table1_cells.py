@@ -104,7 +104,8 @@ def read_cells(results_dir: str, row: Row, task: str, lang: str) -> tuple[Readin
     file), over the row's pretraining seeds (:func:`over_models`)."""
     pair_dir = os.path.join(results_dir, row.key, f"en-{lang}")
     reason = missing_reason(pair_dir)
-    if reason:
+    # a gap filled later (CORPUS_cc-ru given after a run without it) has results beside its old reason
+    if reason and not os.path.exists(os.path.join(pair_dir, task, "results.json")):
         return Reading(gap=reason), Reading(gap=reason)
     if row.baseline:
         path = os.path.join(pair_dir, f"{task}.json")
