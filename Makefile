@@ -97,6 +97,11 @@ SHELL    := /bin/bash
 .SECONDARY:
 .SECONDEXPANSION:
 include make/text.mk make/table1.mk make/analysis.mk make/liu_figures.mk make/dynamics.mk make/steps.mk
+# A language without text is refused as the makefiles are read, not after the English stages ran.
+$(foreach l,$(filter-out fake fakeperm,$(LANGS)),$(if $(strip $(CORPUS_$(l))),,$(error LANGS: corpus $(l) has no files: set CORPUS_$(l))))
+ifneq ($(and $(filter fakeperm,$(LANGS)),$(filter reproduce-all reproduce-liu-%,$(MAKECMDGOALS))),)
+$(error LANGS: fakeperm is Table 1's word-order control; Liu et al.'s targets read each language's raw text, which it has not)
+endif
 
 demo: $(W)/models/default/en-fr/finished
 	@echo "demo done: $(W)/models/default/en-fr (metrics.jsonl, checkpoints/best.pt)"

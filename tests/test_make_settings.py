@@ -1,9 +1,14 @@
 """Settings that change what a finished cell was made from, made again when they change (``make -n``):
-parsing's treebanks (``UD_<L>``) and Liu et al.'s Table 4 column beside Table 1's Default cell."""
+parsing's treebanks (``UD_<L>``) and Liu et al.'s Table 4 column beside Table 1's Default cell; and
+languages the Makefile has no text for, refused as it is read."""
 
 from __future__ import annotations
 
-from test_makefile import dry_run, touch_in_order, xlt_commands
+import subprocess
+
+import pytest
+from conftest import REPO
+from test_makefile import dry_run, make_env, touch_in_order, xlt_commands
 
 UD_FILES = [f"tasks/ud/en_ewt/en_ewt-ud-{split}.conllu" for split in ("train", "dev", "test")]
 
@@ -46,3 +51,15 @@ def test_liu_table4_fine_tunes_with_table1s_seeds_and_arguments_and_again_when_t
     assert planned(work, cells, inputs, "XNLI_ARGS_fr=--epochs 7", "XNLI_SEEDS=12,156", tools=("finetune xnli",)) == []
     again = planned(work, cells, inputs, "XNLI_ARGS_fr=--epochs 5", "XNLI_SEEDS=12,156", tools=("finetune xnli",))
     assert len(again) == 1 and again[0].endswith("--epochs 5")
+
+
+@pytest.mark.parametrize("langs, goal, says", [
+    ("fr xx", "reproduce-table1", "LANGS: corpus xx has no files: set CORPUS_xx"),
+    ("fake fakeperm", "reproduce-liu-table2", "fakeperm is Table 1's word-order control"),
+    ("fake fakeperm", "reproduce-all", "fakeperm is Table 1's word-order control"),
+])
+def test_languages_without_text_are_refused_as_the_makefiles_are_read(tmp_path, langs, goal, says):
+    # (they failed only at a recipe, after the English stages had run)
+    proc = subprocess.run(["make", "-n", f"W={tmp_path / 'w'}", f"LANGS={langs}", goal], cwd=REPO,
+                          capture_output=True, text=True, timeout=120, env=make_env())
+    assert proc.returncode == 2 and says in proc.stderr and proc.stdout == ""
