@@ -86,9 +86,11 @@ ANALYSIS_LANGS ?= fr de ru zh
 # every rule, whatever the goal, so any make run records the values it was given: a run of another
 # goal with other values makes the next run of a table remake that table (cheap: finished
 # fine-tuning runs are found, not trained again).
-setting = $(shell f=$(W)/settings/$(1); mkdir -p $(W)/settings; [ "$$(cat $$f 2>/dev/null)" = "$(2)" ] || echo "$(2)" > $$f; echo $$f)
+# (Stripped: a scale file's `NAME := value   # comment` keeps the spaces before its comment, and the
+# same value typed on the command line would read as a change.)
+setting = $(shell f=$(W)/settings/$(1); mkdir -p $(W)/settings; [ "$$(cat $$f 2>/dev/null)" = "$(strip $(2))" ] || echo "$(strip $(2))" > $$f; echo $$f)
 MAKEFLAGS += -j$(JOBS) --output-sync=line
-export OMP_NUM_THREADS := $(THREADS)
+export OMP_NUM_THREADS := $(strip $(THREADS))
 SHELL    := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 .DELETE_ON_ERROR:

@@ -4,11 +4,12 @@ languages the Makefile has no text for, refused as it is read."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 import pytest
 from conftest import REPO
-from test_makefile import dry_run, make_env, touch_in_order, xlt_commands
+from test_makefile import dry_run, make_env, make_words, touch_in_order, xlt_commands
 
 UD_FILES = [f"tasks/ud/en_ewt/en_ewt-ud-{split}.conllu" for split in ("train", "dev", "test")]
 
@@ -63,3 +64,16 @@ def test_languages_without_text_are_refused_as_the_makefiles_are_read(tmp_path, 
     proc = subprocess.run(["make", "-n", f"W={tmp_path / 'w'}", f"LANGS={langs}", goal], cwd=REPO,
                           capture_output=True, text=True, timeout=120, env=make_env())
     assert proc.returncode == 2 and says in proc.stderr and proc.stdout == ""
+
+
+def test_a_setting_is_recorded_without_the_spaces_before_a_scale_files_comment(tmp_path):
+    # `LIU_SIZES ?= 4000 20000     # ...` keeps the spaces: typed on the command line, the same
+    # value read as a change, and the tables it feeds were collected again
+    work = tmp_path / "w"
+    record = work / "settings" / "liu-sizes"
+    make_words(work, "$(call setting,liu-sizes,$(LIU_SIZES)) $(OMP_NUM_THREADS)x")
+    assert record.read_text() == "4000 20000\n"
+    os.utime(record, (1000, 1000))
+    assert make_words(work, "$(call setting,liu-sizes,$(LIU_SIZES)) $(OMP_NUM_THREADS)x",
+                      "LIU_SIZES=4000 20000") == [str(record), "1x"]   # and the thread count has no spaces
+    assert record.stat().st_mtime == 1000
