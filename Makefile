@@ -70,6 +70,9 @@ clean:
 # Sizes come from one settings file per scale (scales/$(SCALE).mk); the rules live in make/*.mk.
 # Outputs go to $(W) (default work/$(SCALE)); see docs/reproduce.md.
 SCALE    ?= demo
+ifeq ($(wildcard scales/$(SCALE).mk),)
+$(error SCALE=$(SCALE): no scales/$(SCALE).mk (one of: $(basename $(notdir $(wildcard scales/*.mk)))))
+endif
 include scales/$(SCALE).mk
 XLT      := $(VENV)/bin/xlt
 W        ?= work/$(SCALE)

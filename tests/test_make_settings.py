@@ -54,16 +54,19 @@ def test_liu_table4_fine_tunes_with_table1s_seeds_and_arguments_and_again_when_t
     assert len(again) == 1 and again[0].endswith("--epochs 5")
 
 
-@pytest.mark.parametrize("langs, goal, says", [
-    ("fr xx", "reproduce-table1", "LANGS: corpus xx has no files: set CORPUS_xx"),
-    ("fake fakeperm", "reproduce-liu-table2", "fakeperm is Table 1's word-order control"),
-    ("fake fakeperm", "reproduce-all", "fakeperm is Table 1's word-order control"),
+@pytest.mark.parametrize("args, says", [
+    (["LANGS=fr xx", "reproduce-table1"], "LANGS: corpus xx has no files: set CORPUS_xx"),
+    (["LANGS=fake fakeperm", "reproduce-liu-table2"], "fakeperm is Table 1's word-order control"),
+    (["LANGS=fake fakeperm", "reproduce-all"], "fakeperm is Table 1's word-order control"),
+    (["SCALE=nosuch", "reproduce-table1"], "SCALE=nosuch: no scales/nosuch.mk (one of: "),
 ])
-def test_languages_without_text_are_refused_as_the_makefiles_are_read(tmp_path, langs, goal, says):
-    # (they failed only at a recipe, after the English stages had run)
-    proc = subprocess.run(["make", "-n", f"W={tmp_path / 'w'}", f"LANGS={langs}", goal], cwd=REPO,
-                          capture_output=True, text=True, timeout=120, env=make_env())
+def test_settings_without_text_or_a_scale_file_are_refused_as_the_makefiles_are_read(tmp_path, args, says):
+    # (a language without text failed only at a recipe, after the English stages had run; an
+    # unknown scale printed a shell's arithmetic error first)
+    proc = subprocess.run(["make", "-n", f"W={tmp_path / 'w'}", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=120, env=make_env())
     assert proc.returncode == 2 and says in proc.stderr and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1
 
 
 def test_a_setting_is_recorded_without_the_spaces_before_a_scale_files_comment(tmp_path):
