@@ -182,3 +182,23 @@ def test_bad_export_requests_are_one_error_line(runs, exported, tmp_path, capsys
     assert_one_line_error(export(runs["separated"], "--lang", "de", "-o", tmp_path / "c"), "'de'")
     assert_one_line_error(export(runs["default"], "-o", exported["default"]), "not an empty")
     assert not any((tmp_path / name).exists() for name in "abc")
+
+
+def test_an_export_stopped_half_way_leaves_no_model_and_the_next_one_lands(runs, tmp_path, monkeypatch):
+    # The weights were written into the output before the tokenizer: a kill between left a folder
+    # transformers loaded, and that the next export refused as not empty.
+    from xlt.pretrain import hf_export
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt   # as SIGINT between the weights and the tokenizer
+
+    out = tmp_path / "out"
+    with monkeypatch.context() as patch:
+        patch.setattr(hf_export, "write_tokenizer", killed)
+        with pytest.raises(KeyboardInterrupt):
+            hf_export.export_hf(str(runs["default"]), str(out))
+    assert list(tmp_path.iterdir()) == []   # no output, no staging folder
+    record = hf_export.export_hf(str(runs["default"]), str(out))
+    assert record["languages"] == ["en", "fr"]
+    assert {"config.json", "model.safetensors", "xlt_export.json"} <= {p.name for p in out.iterdir()}
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 from typing import Optional
 
@@ -209,9 +210,6 @@ def export_hf(run_dir: str, output: str, lang: Optional[str] = None, checkpoint:
     if any(code in ("zh", "th", "ja") for code in languages):
         log.info("note: XLM's tokenizer segments zh/th/ja with its own segmenters (rjieba, not jieba): "
                  "ids of such text can differ from xlt's")
-    os.makedirs(output, exist_ok=True)
-    model.eval().save_pretrained(output)
-    write_tokenizer(run, output, languages, codes, lowercase)
     record = {"format": EXPORT_FORMAT, "run": os.path.abspath(run_dir), "checkpoint": checkpoint, "step": run.step,
               "sharing": run.config.sharing.to_dict(), "view": lang, "languages": languages,
               "lang2id": {code: i for i, code in enumerate(languages)} if n_langs > 1 else None,
@@ -219,7 +217,20 @@ def export_hf(run_dir: str, output: str, lang: Optional[str] = None, checkpoint:
               if run.config.d_ffn != 4 * run.config.d_model else None,
               "language_embedding": ("table" if n_langs > 1 else "folded into positions")
               if run.config.lang_embeddings else None}
-    write_json(os.path.join(output, "xlt_export.json"), record)
+    # Written in a folder beside, renamed into place whole: a half export (killed after the weights,
+    # before the tokenizer) would load in transformers, and block the next export as a non-empty output.
+    parent = os.path.dirname(os.path.abspath(output))
+    os.makedirs(parent, exist_ok=True)
+    name = os.path.basename(os.path.abspath(output))
+    staging = os.path.join(parent, f".{name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    try:
+        os.makedirs(staging)
+        model.eval().save_pretrained(staging)
+        write_tokenizer(run, staging, languages, codes, lowercase)
+        write_json(os.path.join(staging, "xlt_export.json"), record)
+        os.replace(staging, output)   # onto nothing, or onto the empty directory checked above
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     log.info(f"{output}: XLMWithLMHeadModel of {run_dir} ({', '.join(languages)}; "
              f"{'view of ' + lang if lang else 'whole model'})")
     return record
