@@ -182,6 +182,18 @@ def test_bad_export_requests_are_one_error_line(runs, exported, tmp_path, capsys
     assert_one_line_error(export(runs["separated"], "--lang", "de", "-o", tmp_path / "c"), "'de'")
     assert_one_line_error(export(runs["default"], "-o", exported["default"]), "not an empty")
     assert not any((tmp_path / name).exists() for name in "abc")
+    # a one-language view takes that language only (English text through French's embeddings ran)
+    text = tmp_path / "en.txt"
+    text.write_text("\n".join(PLAIN["en"]) + "\n")
+    assert_one_line_error(run_in_process(capsys, "extract", "--model", exported["separated"], "--lang", "en", text,
+                                         "-o", tmp_path / "reps"), "language 'en' is not one of this model's (fr)")
+    assert not list(tmp_path.glob("reps*"))
+    # and its own language quietly: the tokenizer's sample calls took English, which it has not,
+    # and transformers logged an error on every load, -q or not
+    (tmp_path / "fr.txt").write_text("\n".join(PLAIN["fr"]) + "\n")
+    res = run_xlt("-q", "extract", "--model", exported["separated"], "--lang", "fr", tmp_path / "fr.txt",
+                  "-o", tmp_path / "fr")
+    assert res.returncode == 0 and res.stderr == "", res.stderr
 
 
 def test_an_export_stopped_half_way_leaves_no_model_and_the_next_one_lands(runs, tmp_path, monkeypatch):

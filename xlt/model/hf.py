@@ -143,7 +143,9 @@ class HFTextModel:
     # ---- text --------------------------------------------------------------------------------------
 
     def check_language(self, lang: str) -> None:
-        if self.uses_lang_emb and lang not in self.lang2id:
+        # A config that names its languages takes no other, language embeddings or not: an XLM
+        # model's tokenizer segments by them (xlt export's one-language views name one).
+        if self.lang2id and lang not in self.lang2id:
             raise XltError(f"language {lang!r} is not one of this model's ({', '.join(self.lang2id)})", self.source)
 
     def encode_lines(self, lang: str, lines: Sequence[str]) -> list[list[int]]:
@@ -204,14 +206,24 @@ class HFTextModel:
         """The ids the tokenizer puts before and after one sentence, read off a sample encoding
         (tokenizer APIs for this differ between transformers versions and tokenizer kinds)."""
         if self._around is None:
-            bare = list(self.tokenizer("a", add_special_tokens=False)["input_ids"])
-            full = list(self.tokenizer("a")["input_ids"])
+            bare, full = self._sample("a")
             starts = [k for k in range(len(full) - len(bare) + 1) if full[k:k + len(bare)] == bare]
             if not bare or len(starts) != 1 or starts[0] != 1 or len(full) != len(bare) + 2:
                 raise XltError(f"the {type(self.tokenizer).__name__} does not put one special token on each side "
                                f"of a sentence; xlt's pooling needs that layout", self.source)
             self._around = (full[:1], full[-1:])
         return self._around
+
+    def _sample(self, text: str, pair: Optional[str] = None) -> tuple[list[int], list[int]]:
+        """(``text``'s content ids, the ids of ``text`` (and ``pair``) with the tokenizer's specials).
+        An XLM tokenizer called without a language takes English, and logs an error where its model
+        has none (an export's one-language view): it is given one of its own."""
+        if not self.tokenizer_takes_lang:
+            bare = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+            return bare, list(self.tokenizer(text, pair)["input_ids"] if pair else self.tokenizer(text)["input_ids"])
+        lang = next(iter(self.lang2id), "en")
+        first, *second = self.encode_lines(lang, [text] + ([pair] if pair else []))
+        return first, list(self.tokenizer.build_inputs_with_special_tokens(first, *second))
 
     def wrap(self, ids: Sequence[int]) -> list[int]:
         before, after = self._specials()
@@ -222,8 +234,8 @@ class HFTextModel:
         :meth:`_specials` reads one sentence's: ``[CLS] a [SEP] b [SEP]`` (BERT), ``<s> a </s></s> b </s>``
         (XLM-R). One special before, as for one sentence: a pair classifier reads position 0."""
         if self._pair is None:
-            a, b = (list(self.tokenizer(w, add_special_tokens=False)["input_ids"]) for w in ("a", "b"))
-            full = list(self.tokenizer("a", "b")["input_ids"])
+            (a, _), (b, _) = self._sample("a"), self._sample("b")
+            full = self._sample("a", "b")[1]
             before = self._specials()[0]
             start = len(before)
             rest = full[start + len(a):]
