@@ -110,3 +110,9 @@ def test_no_tree_of_allowed_arcs_is_an_error_not_a_forbidden_arc():
             decode_tree(scores, single_root=single_root)
     scores[2, 0] = 0.0  # one allowed arc from ROOT: 0 -> 2 -> 1
     assert decode_tree(scores).tolist() == [-1, 2, 0]
+    # both words may hang from ROOT alone: a tree, but not a one-rooted one (it came back with two)
+    only_root = np.full((3, 3), -np.inf)
+    only_root[1, 0] = only_root[2, 0] = 0.0
+    assert decode_tree(only_root, single_root=False).tolist() == [-1, 0, 0]
+    with pytest.raises(ValueError, match="one root child"):
+        decode_tree(only_root)

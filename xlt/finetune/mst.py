@@ -89,4 +89,8 @@ def decode_tree(scores: np.ndarray, single_root: bool = True) -> np.ndarray:
     # arcs may all run in a cycle): an error, not a tree the caller said cannot be.
     if not np.isfinite(scores[np.arange(1, n + 1), heads[1:]]).all():
         raise ValueError("no tree of allowed arcs spans the words")
+    # The penalty buys one root child only where a one-rooted tree of allowed arcs exists: with two
+    # words that may hang from the root alone, it takes both.
+    if single_root and int((heads[1:] == 0).sum()) != 1:
+        raise ValueError("no tree of allowed arcs with one root child spans the words")
     return heads
