@@ -160,6 +160,9 @@ def test_bad_inputs_are_one_line_errors(world, tmp_path, capsys):
         config.write_bytes(b'seeds = "1"\n\n# \xff\n' if name.endswith(".toml") else b'{\n"seeds": "\xff"}\n')
         res = in_process(capsys, *base, "--model", world.run, *world.args("fr"), "--config", config)
         assert_one_line_error(res, f"{config}:{3 if name.endswith('.toml') else 2}: not valid UTF-8")
+    dev, test = world.split("en", "dev"), world.split("en", "test")
+    res = in_process(capsys, *base, "--model", world.run, *world.args("fr"), "--eval", "en", test, test)
+    assert_one_line_error(res, f"two dev files for en: --dev {dev} and --eval en {test}")   # one went unread
     res = in_process(capsys, *base, "--model", world.run, *world.args("fr"), "--seeds", "12,12")
     assert_one_line_error(res, "--seeds lists a value twice: [12, 12]")
     for option, value, says in [("--encoder-lr", "nan", "learning rates must be positive finite numbers"),

@@ -177,6 +177,10 @@ def _split_files(cfg: FinetuneConfig, task: Task, source: str, targets: tuple[st
     """Every split of the command; the source's test set is optional for a task without a layout."""
     wanted = [(source, "train"), (source, "dev"), (source, "test")]
     wanted += [(t, split) for t in targets for split in ("dev", "test")]
+    if cfg.dev is not None and source in cfg.eval and cfg.eval[source][0] != cfg.dev[1]:
+        # one of the two would be dropped without a word, and the model is selected on the source's dev set
+        raise XltError(f"two dev files for {source}: --dev {cfg.dev[1]} and --eval {source} {cfg.eval[source][0]} ...; "
+                       "name it once")
     files = []
     for lang, split in wanted:
         explicit = {"train": cfg.train, "dev": cfg.dev}.get(split)
