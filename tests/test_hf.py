@@ -155,6 +155,26 @@ def test_bad_models_are_one_error_line(models, texts, tmp_path):
     assert not (tmp_path / "out.json").exists() and not list(tmp_path.glob("x.*"))
 
 
+def test_models_that_are_not_bidirectional_encoders_are_one_error_line(models, texts, tmp_path):
+    # BART's output is its decoder's (fine-tuning trained on it); T5's encoder wanted decoder inputs
+    # (a traceback); GPT-2 sees no right context: each was taken for an encoder
+    from transformers import BartConfig, BartModel, BertTokenizerFast, GPT2Config, GPT2Model
+
+    small = dict(vocab_size=len((models / "bert" / "vocab.txt").read_text().split()), max_position_embeddings=64)
+    for name, model, says in [
+        ("bart", BartModel(BartConfig(d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                                      decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, **small)),
+         "an encoder-decoder model (bart)"),
+        ("gpt2", GPT2Model(GPT2Config(n_embd=16, n_layer=1, n_head=2, vocab_size=small["vocab_size"], n_positions=64)),
+         "a left-to-right language model (gpt2)"),
+    ]:
+        model.save_pretrained(tmp_path / name)
+        BertTokenizerFast(str(models / "bert" / "vocab.txt")).save_pretrained(tmp_path / name)
+        res = run_xlt("extract", "--model", tmp_path / name, "--lang", "en", texts["en"], "-o", tmp_path / "x")
+        assert_one_line_error(res, f"{tmp_path / name}: {says}")
+        assert not list(tmp_path.glob("x*"))
+
+
 def test_padding_does_not_change_a_sentences_states(models):
     model = load_text_model(str(models / "xlmr"))
     rows = [model.wrap(ids) for ids in model.encode_lines("fr", ["le chat .", "le grand chien voit un oiseau ."])]

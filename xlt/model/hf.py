@@ -46,6 +46,21 @@ def _load_error(spec: str, what: str, err: Exception) -> XltError:
     return XltError(f"cannot load the {what} ({first})", spec)
 
 
+def _check_encoder(config: Any, spec: str) -> None:
+    """XltError for a model that is not a bidirectional encoder: an encoder-decoder's output is its
+    decoder's (BART: fine-tuning trained on the decoder), and a left-to-right model's states see no
+    right context, which no analysis or task here assumes."""
+    from transformers.models.auto import modeling_auto as auto
+
+    kind = getattr(config, "model_type", None)
+    if getattr(config, "is_encoder_decoder", False):
+        raise XltError(f"an encoder-decoder model ({kind}): xlt reads encoders (BERT, XLM, XLM-R and the like)", spec)
+    causal = kind in auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and kind not in auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES
+    if causal or getattr(config, "is_decoder", False):
+        raise XltError(f"a left-to-right language model ({kind}): xlt reads bidirectional encoders "
+                       "(BERT, XLM, XLM-R and the like)", spec)
+
+
 class HFTextModel:
     """A transformers model and its tokenizer behind the TextModel protocol."""
 
@@ -118,6 +133,7 @@ class HFTextModel:
                 model = transformers.AutoModel.from_pretrained(name, **options)
             except (OSError, ValueError) as err:
                 raise _load_error(spec, "model", err) from None
+        _check_encoder(model.config, spec)
         return cls(spec, model.to(device), tokenizer, has_head)
 
     @property
