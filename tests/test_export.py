@@ -214,3 +214,22 @@ def test_an_export_stopped_half_way_leaves_no_model_and_the_next_one_lands(runs,
     assert record["languages"] == ["en", "fr"]
     assert {"config.json", "model.safetensors", "xlt_export.json"} <= {p.name for p in out.iterdir()}
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_the_export_reads_references_and_output_as_the_run_does(runs, exported):
+    """BLEU-1 of an export's translations is the run's: references segmented (and cased) alike, and the
+    same ids read back as the same words."""
+    from xlt.loader.text_model import load_text_model
+
+    run, hf = PretrainedRun.load(runs["default"]), load_text_model(str(exported["default"]))
+    for lang in ("en", "fr"):
+        for line in PLAIN[lang] + ELISIONS.get(lang, []):
+            assert hf.reference_words(lang, line) == run.reference_words(lang, line), line
+            ids = run.encode_lines(lang, [line])[0]
+            assert hf.words(lang, ids) == run.words(lang, ids), line
+    # a lowercasing export lowercases its references as a lowercasing run does (accents removed too)
+    from xlt.text.tokenize import strip_accents
+
+    hf.tokenizer.do_lowercase_and_remove_accent = True
+    for line in PLAIN["fr"] + ELISIONS["fr"]:
+        assert hf.reference_words("fr", line) == strip_accents(" ".join(run.reference_words("fr", line)).lower()).split()

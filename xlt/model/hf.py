@@ -277,7 +277,15 @@ class HFTextModel:
 
     def reference_words(self, lang: str, line: str) -> list[str]:
         """The reference through the model's own tokenizer and back, so that it is segmented (and cased,
-        and its unknown words spelled) exactly as decoded output is."""
+        and its unknown words spelled) exactly as decoded output is. An XLM tokenizer (an xlt export) reads
+        it as the run does, Moses' words (cased as its input), so that an export scores its run's BLEU-1:
+        the round trip drops what the vocabulary cannot spell ("The" with no "T" read "he")."""
+        if self.tokenizer_takes_lang:
+            from transformers.models.xlm.tokenization_xlm import lowercase_and_remove_accent
+
+            words = self.split_words(lang, line)
+            lowered = words and getattr(self.tokenizer, "do_lowercase_and_remove_accent", False)
+            return [w for w in lowercase_and_remove_accent(words) if w] if lowered else words
         return self.words(lang, self.encode_lines(lang, [line])[0])
 
     def token_set(self, lang: str, path: Optional[str] = None) -> set[int]:
