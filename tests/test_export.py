@@ -27,6 +27,9 @@ PLAIN = {"en": ["The old cat sees a dog.", "This child, 3 times, likes \"the\" g
 # Elisions and apostrophes, which Moses splits by the language's rules (English: "n 'a", French: "n' a").
 ELISIONS = {"fr": ["L'enfant n'a pas vu qu'il était là.", "Aujourd'hui, j'ai dit : « c'est l'élève d'Anne ».",
                    "Jusqu'à présent, s'il n'y a rien, lorsqu'on l'a vu, presqu'île."]}
+# Control characters, which Moses' remove-non-printing-char (and xlt) make spaces: a tab between words.
+CONTROL = {"en": ["the cat\tsees a dog .", "the\u200bchild\x07likes it ."],
+           "fr": ["le chat\tvoit l' enfant .", "l' élève\u200baime\x07ce jardin ."]}
 EXTRA = {"en": ["the child's book .", "zebra !"], "fr": ["l' élève voit l' enfant .", "où est - ce ? déjà ."]}
 
 
@@ -113,7 +116,8 @@ def test_the_exported_tokenizers_call_gives_xlt_ids_in_each_language(runs, expor
     run = PretrainedRun.load(runs[name])
     tokenizer = AutoTokenizer.from_pretrained(exported[name], trust_remote_code=True)
     for lang in langs:
-        lines = PLAIN[lang] + ELISIONS.get(lang, []) + synthetic.corpus(5, seed=11)[["en", "fr"].index(lang)]
+        lines = (PLAIN[lang] + ELISIONS.get(lang, []) + CONTROL[lang]
+                 + synthetic.corpus(5, seed=11)[["en", "fr"].index(lang)])
         expected = run.encode_lines(lang, lines)
         assert any(len(set(ids)) > 1 and 3 in ids for ids in expected)  # unknown characters are exercised
         assert tokenizer(lines, lang=lang, add_special_tokens=False)["input_ids"] == expected
@@ -223,7 +227,8 @@ def test_the_export_reads_references_and_output_as_the_run_does(runs, exported):
 
     run, hf = PretrainedRun.load(runs["default"]), load_text_model(str(exported["default"]))
     for lang in ("en", "fr"):
-        for line in PLAIN[lang] + ELISIONS.get(lang, []):
+        for line in PLAIN[lang] + ELISIONS.get(lang, []) + CONTROL[lang]:
+            assert hf.encode_lines(lang, [line]) == run.encode_lines(lang, [line]), line
             assert hf.reference_words(lang, line) == run.reference_words(lang, line), line
             ids = run.encode_lines(lang, [line])[0]
             assert hf.words(lang, ids) == run.words(lang, ids), line

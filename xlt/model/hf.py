@@ -87,6 +87,13 @@ class HFTextModel:
         self.uses_lang_emb = bool(getattr(config, "use_lang_emb", False)) and int(getattr(config, "n_langs", 1)) > 1
         # XLM's tokenizer runs Moses with the language's rules: it takes lang= (no other tokenizer does).
         self.tokenizer_takes_lang = hasattr(tokenizer, "moses_tokenize")
+        if self.tokenizer_takes_lang:
+            # What the export's tokenizer class does (xlt does not run an export's code): Moses' Perl
+            # scripts, and so XLM's own preprocessing, make control characters spaces; transformers deletes them.
+            from xlt.model.tokenization_xlt import spaced_control_characters
+
+            normalize = tokenizer.moses_punct_norm
+            tokenizer.moses_punct_norm = lambda text, lang: spaced_control_characters(normalize(text, lang))
         self._around: Optional[tuple[list[int], list[int]]] = None
         self._pair: Optional[tuple[list[int], list[int], list[int]]] = None
         # WordPiece's decoder glues punctuation to the word before it ("garden."): keep every token a

@@ -7,9 +7,12 @@ XLM's ``_tokenize``, so every call without this class gets English rules whateve
 ``xlt export hf`` copies this file into the export (``auto_map`` in ``tokenizer_config.json`` names
 it), so it imports nothing but transformers; ``AutoTokenizer.from_pretrained(DIR,
 trust_remote_code=True)`` loads it. Without a ``lang``, the export's first language applies (the
-only one of a one-language view).
+only one of a one-language view). Control characters become spaces, as Moses'
+remove-non-printing-char.perl (and xlt) makes them, where transformers' XLM deletes them ("a<TAB>b"
+would be one word).
 """
 
+import unicodedata
 from contextvars import ContextVar
 
 from transformers import XLMTokenizer
@@ -34,5 +37,13 @@ class XltXLMTokenizer(XLMTokenizer):
         finally:
             _CALL_LANG.reset(token)
 
+    def moses_punct_norm(self, text, lang):
+        return spaced_control_characters(super().moses_punct_norm(text, lang))
+
     def _tokenize(self, text, lang=None, bypass_tokenizer=False):
         return super()._tokenize(text, lang=lang or _CALL_LANG.get() or self.lang, bypass_tokenizer=bypass_tokenizer)
+
+
+def spaced_control_characters(text):
+    """Every character of Unicode category C (Perl's \\p{C}) replaced by a space."""
+    return "".join(" " if unicodedata.category(ch)[0] == "C" else ch for ch in text)
