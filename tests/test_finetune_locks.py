@@ -88,3 +88,48 @@ def test_whoever_writes_the_summary_last_writes_every_run_finished_by_then(world
     assert outcome.counts == {"done": 2, "busy": 0, "failed": 0}
     assert [r["worked"] for r in outcome.results["runs"]] == [False, True]
     assert json.loads((tmp_path / "out" / "results.json").read_text())["complete"]
+
+
+def test_runs_another_process_failed_or_finished_are_written_as_they_stand(world, tmp_path, monkeypatch):
+    """Under the output lock every unfinished run is read again: one the other process failed and let go
+    of is failed (exit 1, not busy's 75: cron's "read error.txt"), and one that failed here and that
+    another process has since finished is done (the last writer wrote it failed, the grid incomplete)."""
+    from xlt.finetune import runner
+
+    done = tmp_path / "done"
+    finetune(config(world, done, batch_size=[8, 16]))   # what the other process will have made
+    cfg = config(world, tmp_path / "out", batch_size=[8, 16])
+    exp = experiment(cfg)
+    run0 = exp.run_dir(exp.plan.grid[0])
+    os.makedirs(run0)
+    lock = exclusive_lock(os.path.join(run0, "lock"))
+    lock.__enter__()
+
+    def fails_elsewhere(_):
+        if not held_elsewhere(os.path.join(run0, "lock")):
+            return
+        (open(os.path.join(run0, "error.txt"), "w")).write("Traceback ...\nRuntimeError: CUDA out of memory\n")
+        lock.__exit__(None, None, None)
+
+    outcome = finetune(cfg, on_epoch_end=fails_elsewhere)
+    assert outcome.counts == {"done": 1, "busy": 0, "failed": 1} and outcome.exit_code == runner.EXIT_FAILED
+    assert outcome.results["runs"][0]["error"] == "in another process: RuntimeError: CUDA out of memory"
+
+    cfg = config(world, tmp_path / "again", batch_size=[8, 16])
+    run0 = experiment(cfg).run_dir(exp.plan.grid[0])
+    train = runner.RunTrainer.train
+
+    def flaky(self, *args, **kwargs):   # run 0 fails here (a transient failure)
+        if self.settings.batch_size == 8:
+            raise RuntimeError("transient failure")
+        return train(self, *args, **kwargs)
+
+    def finished_elsewhere(_):   # while run 1 trains, another process retries run 0 and finishes it
+        if os.path.exists(os.path.join(run0, "error.txt")):
+            shutil.copytree(done / os.path.relpath(run0, tmp_path / "again"), run0, dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns("lock"))
+            os.unlink(os.path.join(run0, "error.txt"))
+
+    monkeypatch.setattr(runner.RunTrainer, "train", flaky)
+    outcome = finetune(cfg, on_epoch_end=finished_elsewhere)
+    assert outcome.counts == {"done": 2, "busy": 0, "failed": 0} and outcome.exit_code == EXIT_OK

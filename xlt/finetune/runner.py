@@ -251,6 +251,19 @@ class Experiment:
                 return record("failed", error=f"{type(e).__name__}: {e}")
 
 
+    def settled(self, settings: RunSettings, files: RunFiles, record: dict) -> dict:
+        """``record`` (busy or failed, as this process left the run) as the run stands now: done if
+        another process has finished it, failed if the process that held it failed and let go."""
+        if (now := self.cached(files)) is not None:
+            return self.run_one(settings, None, now).to_dict()
+        error = files.path("error.txt")
+        if record["status"] == "busy" and not held_elsewhere(files.path("lock")) and os.path.exists(error):
+            with open(error, encoding="utf-8", errors="replace") as f:
+                last = [line.strip() for line in f if line.strip()][-1:] or ["error.txt is empty"]
+            return {**record, "status": "failed", "error": f"in another process: {last[0]}"}
+        return record
+
+
 def describe(record: RunRecord, metric: str, source: str, targets: list[str]) -> str:
     """The one stderr line a run gets."""
     s = record.settings
@@ -292,11 +305,12 @@ def execute(plan: FinetunePlan, on_epoch_end: Optional[Callable[[dict[str, Any]]
         log.info(f"[{i}/{len(grid)}] " + describe(record, metric, exp.source, exp.targets))
     output = plan.output
     with output_files_lock(output.root):
-        # A run busy in another process when this one passed it may have finished since: read again
-        # under the lock, so that whoever writes last writes every finished run, not its own old view.
+        # Another process may have finished a run since this one passed it (busy here) or failed it
+        # (a retry elsewhere), or failed one it held: read every unfinished run again under the lock, so
+        # that whoever writes last writes each run as it stands, not its own old view.
         for i, (settings, f) in enumerate(zip(grid, files)):
-            if records[i]["status"] == "busy" and (now := exp.cached(f)) is not None:
-                records[i] = exp.run_one(settings, None, now).to_dict()
+            if records[i]["status"] != "done":
+                records[i] = exp.settled(settings, f, records[i])
         results, text, counts = write_results(exp, plan, records)
     code = EXIT_FAILED if counts["failed"] else EXIT_BUSY if counts["busy"] else EXIT_OK
     if counts["busy"]:
