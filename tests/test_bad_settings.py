@@ -171,10 +171,12 @@ def test_a_failed_attempt_with_other_settings_does_not_block_the_run(inputs, tmp
 
 def test_word_translation_needs_ten_target_words():
     rng = np.random.default_rng(0)
-    source, target = rng.normal(size=(8, 4)), rng.normal(size=(8, 4))
-    pairs = np.array([[i, i] for i in range(8)])
-    with pytest.raises(XltError, match="the target space has only 8 words: P@10 needs at least 10"):
-        word_translation(source, target, pairs[:5], pairs[5:], AlignSettings())
+    # 10 words is too few as well: over exactly 10 candidates P@10 is 1 whatever the space
+    for n in (8, 10):
+        source, target = rng.normal(size=(n, 4)), rng.normal(size=(n, 4))
+        pairs = np.array([[i, i] for i in range(n)])
+        with pytest.raises(XltError, match=f"the target space has only {n} words: P@10 needs more than 10"):
+            word_translation(source, target, pairs[:5], pairs[5:], AlignSettings())
 
 
 def test_cli_align_contextual_word_with_a_tiny_target_space(tiny_run, tmp_path):

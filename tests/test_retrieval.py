@@ -124,6 +124,16 @@ def test_a_collapsed_space_ranks_its_gold_in_the_middle_not_first(block):
     # two gold candidates tied at the top: neither counts against the other
     twins = np.vstack([candidates[:1], candidates[:1], -candidates[:1]])
     assert gold_ranks(candidates[:1], twins, [{0, 1}], block_size=block).tolist() == [1.0]
+    # several golds among the ties: the best one's mean rank over every order of the tied candidates
+    import itertools
+
+    for golds in ({0}, {0, 1}, {0, 2, 5}):
+        orders = list(itertools.permutations(range(6)))
+        expected = np.mean([1 + min(order.index(g) for g in golds) for order in orders])
+        got = gold_ranks(np.zeros((1, 4)), candidates[:6], [golds], block_size=block)
+        assert got.tolist() == pytest.approx([expected]), golds
+    with pytest.raises(ValueError, match="excluded candidate is one of its gold"):
+        gold_ranks(candidates[:1], candidates, [{0}], block_size=block, exclude=np.array([0]))
 
 
 def test_vectors_that_are_not_numbers_are_refused():
@@ -161,7 +171,9 @@ def test_rank_scores_by_hand():
     # over 4 candidates P@5 and P@10 would be 1 whatever the ranks: left out, as precision_at_k refuses them
     assert rank_scores(np.array([1, 3, 4, 2]), ks=(1, 5, 10), candidates=4) == pytest.approx(
         {"mrr": (1 + 1 / 3 + 1 / 4 + 1 / 2) / 4, "p@1": 0.25})
-    assert set(rank_scores(np.array([1.0]), candidates=5)) == {"mrr", "p@1", "p@5"}
+    # over exactly k candidates every gold is within the top k too
+    assert set(rank_scores(np.array([1.0]), candidates=5)) == {"mrr", "p@1"}
+    assert set(rank_scores(np.array([1.0]), candidates=6)) == {"mrr", "p@1", "p@5"}
 
 
 CONLLU = """# sent_id = 1

@@ -101,8 +101,9 @@ class WordSpace:
 
 
 def _check_target_size(n: int) -> None:
-    if n < max(KS):
-        raise XltError(f"the target space has only {n} words: P@{max(KS)} needs at least {max(KS)} "
+    if n <= max(KS):
+        # over exactly k candidates every gold is within the top k: P@k would be 1 whatever the space
+        raise XltError(f"the target space has only {n} words: P@{max(KS)} needs more than {max(KS)} "
                        "candidates (more text, a larger --max-words or a larger vocabulary)")
 
 
@@ -174,10 +175,12 @@ def word_translation(source: np.ndarray, target: np.ndarray, train: Optional[np.
     ranked_out = None if exclude is None else np.array([position.get(o, -1) for o in exclude.tolist()], dtype=np.int64)
     ranks = gold_ranks(mapped[queries], target_n[candidates], [{position[g] for g in s} for s in gold], **kw,
                        exclude=ranked_out)
-    ranked = rank_scores(ranks, KS, candidates=len(candidates))
+    # a query whose own row is left out ranks one candidate fewer
+    ranked_each = len(candidates) - int(ranked_out is not None and (ranked_out >= 0).any())
+    ranked = rank_scores(ranks, KS, candidates=ranked_each)
     scores.update(mrr=ranked.pop("mrr"), mrr_candidates=int(len(candidates)), ranked=ranked)
     if tags is not None:
-        scores["by_pos"] = pos_breakdown(ranks, [tags[q] for q in queries.tolist()], len(candidates))
+        scores["by_pos"] = pos_breakdown(ranks, [tags[q] for q in queries.tolist()], ranked_each)
     if same_spelling is not None:
         identical = set(test[np.asarray(same_spelling, dtype=bool), 0].tolist())
         scores["by_spelling"] = rank_breakdown(ranks, ["identical" if q in identical else "different"

@@ -156,9 +156,10 @@ def gold_ranks(queries: np.ndarray | Tensor, candidates: np.ndarray | Tensor,
     queries [Q,D], candidates [C,D]; gold: per query, the ids (rows of ``candidates``) that are
     correct; exclude int [Q]: a candidate each query does not rank (-1: none; a query's own row in a
     joint space, as for :func:`topk_cosine`). rank = 1 + the number of other candidates scoring
-    strictly higher than the best gold one + half the non-gold ones scoring the same (the mean rank under
-    a random order of ties): ties neither favour the query nor count against it, so a collapsed
-    space, where everything ties, ranks its gold in the middle, not first. Counting needs no sort
+    strictly higher than the best gold one + m / (g + 1), where m non-gold and g gold candidates score
+    the same as it (the mean rank of the best gold under a random order of ties): ties neither favour
+    the query nor count against it, so a collapsed space, where everything ties, ranks its gold in
+    the middle, not first. A query's excluded candidate must not be one of its gold ones. Counting needs no sort
     and no [Q,C] matrix: two blocked passes over the candidates (the gold scores, then the counts
     at and above them), at most ``block_size x block_size`` scores at a time.
     """
@@ -169,6 +170,8 @@ def gold_ranks(queries: np.ndarray | Tensor, candidates: np.ndarray | Tensor,
         raise XltError("no query to evaluate")
     if any(len(g) == 0 for g in gold):
         raise ValueError("every query needs at least one gold candidate")
+    if exclude is not None and any(int(e) in g for e, g in zip(np.asarray(exclude).tolist(), gold)):
+        raise ValueError("a query's excluded candidate is one of its gold ones")
     q, c = as_unit_tensor(queries, device), as_unit_tensor(candidates, device)
     gold_q = torch.tensor([n for n, g in enumerate(gold) for _ in g], dtype=torch.long, device=q.device)
     gold_c = torch.tensor([i for g in gold for i in sorted(g)], dtype=torch.long, device=q.device)
@@ -201,7 +204,7 @@ def gold_ranks(queries: np.ndarray | Tensor, candidates: np.ndarray | Tensor,
             level[rows] += (s == gold_score[:, None]).sum(dim=1)
     # a gold candidate tied with the best one is no candidate above it (the counts are exact: the
     # gold scores come from these very products)
-    return (1 + higher + (level - gold_level) / 2).cpu().numpy().astype(np.float64)
+    return (1 + higher + (level - gold_level) / (gold_level + 1)).cpu().numpy().astype(np.float64)
 
 
 def mean_reciprocal_rank(queries: np.ndarray | Tensor, candidates: np.ndarray | Tensor,
@@ -218,10 +221,10 @@ def rank_scores(ranks: np.ndarray, ks: Sequence[int] = (1, 5, 10),
                 candidates: Optional[int] = None) -> dict[str, float]:
     """MRR and P@k from gold ranks (float [Q], 1 = first): {"mrr": ..., "p@1": ..., ...}.
 
-    ``candidates``: how many were ranked; P@k for a k above it is left out, as every gold would be
-    within the top k (:func:`precision_at_k` refuses it for the same reason)."""
+    ``candidates``: how many each query ranked; P@k for a k not below it is left out, as every gold
+    would be within the top k (:func:`precision_at_k` refuses fewer for the same reason)."""
     ranks = np.asarray(ranks, dtype=np.float64)
     if ranks.size == 0:
         raise XltError("no query to evaluate")
-    ks = [k for k in ks if candidates is None or k <= candidates]
+    ks = [k for k in ks if candidates is None or k < candidates]
     return {"mrr": float((1.0 / ranks).mean()), **{f"p@{k}": float((ranks <= k).mean()) for k in ks}}
