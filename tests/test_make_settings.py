@@ -80,3 +80,12 @@ def test_a_setting_is_recorded_without_the_spaces_before_a_scale_files_comment(t
     assert make_words(work, "$(call setting,liu-sizes,$(LIU_SIZES)) $(OMP_NUM_THREADS)x",
                       "LIU_SIZES=4000 20000") == [str(record), "1x"]   # and the thread count has no spaces
     assert record.stat().st_mtime == 1000
+
+
+@pytest.mark.parametrize("args", [["LANGS=fake fakeperm", "reproduce-liu-figures"], ["SCALE=demo ", "reproduce-table1"],
+                                  ["LANGS= fr  ru ", "reproduce-table1"]])
+def test_settings_that_mean_something_are_not_refused(tmp_path, args):
+    # the Liu figures read LIU_LANGS, never LANGS; a scale typed with a space is that scale
+    proc = subprocess.run(["make", "-n", f"W={tmp_path / 'w'}", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=120, env=make_env())
+    assert proc.returncode == 0, proc.stderr
