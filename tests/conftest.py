@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+import http.server
 import os
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -130,3 +133,21 @@ def tiny_run(tmp_path_factory) -> Path:
     from pretrain_fixtures import pretrain_tiny_run
 
     return pretrain_tiny_run(tmp_path_factory.mktemp("tiny-run"))
+
+
+@pytest.fixture
+def http_root(tmp_path):
+    """A directory served over HTTP on 127.0.0.1 (an ephemeral port) for the URL path."""
+    root = tmp_path / "www"
+    root.mkdir()
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(root)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield root, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
