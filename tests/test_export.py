@@ -28,7 +28,8 @@ PLAIN = {"en": ["The old cat sees a dog.", "This child, 3 times, likes \"the\" g
 ELISIONS = {"fr": ["L'enfant n'a pas vu qu'il était là.", "Aujourd'hui, j'ai dit : « c'est l'élève d'Anne ».",
                    "Jusqu'à présent, s'il n'y a rien, lorsqu'on l'a vu, presqu'île."]}
 # Control characters, which Moses' remove-non-printing-char (and xlt) make spaces: a tab between words.
-CONTROL = {"en": ["the cat\tsees a dog .", "the\u200bchild\x07likes it ."],
+# (and a character newer than Python's Unicode tables, which transformers' XLM deleted: U+1FA77)
+CONTROL = {"en": ["the cat\tsees a dog .", "the\u200bchild\x07likes it .", "the cat \U0001fa77 sees a dog ."],
            "fr": ["le chat\tvoit l' enfant .", "l' élève\u200baime\x07ce jardin ."]}
 EXTRA = {"en": ["the child's book .", "zebra !"], "fr": ["l' élève voit l' enfant .", "où est - ce ? déjà ."]}
 
@@ -235,6 +236,37 @@ def test_the_export_reads_references_and_output_as_the_run_does(runs, exported):
     # a lowercasing export lowercases its references as a lowercasing run does (accents removed too)
     from xlt.text.tokenize import strip_accents
 
+    assert hf.max_positions == run.max_positions   # (XLM's token table's padding index was taken for RoBERTa's offset)
     hf.tokenizer.do_lowercase_and_remove_accent = True
     for line in PLAIN["fr"] + ELISIONS["fr"]:
-        assert hf.reference_words("fr", line) == strip_accents(" ".join(run.reference_words("fr", line)).lower()).split()
+        lowered = strip_accents(" ".join(run.reference_words("fr", line)).lower()).split()
+        assert hf.reference_words("fr", line) == lowered == hf.split_words("fr", line)
+
+
+def test_an_xlm_tokenizer_segments_zh_before_bpe_and_says_when_its_segmenter_is_missing(exported, monkeypatch):
+    import pickle
+    import sys
+    import types
+
+    import jieba
+
+    from xlt.loader.text_model import load_text_model
+    from xlt.utils.errors import XltError
+
+    hf = load_text_model(str(exported["default"]))
+    # rjieba's cut as jieba's (rjieba is not a dependency): the words are the segmenter's, not one string
+    monkeypatch.setitem(sys.modules, "rjieba", types.SimpleNamespace(cut=lambda text: list(jieba.cut(text))))
+    assert hf.tokenizer.words("我爱北京天安门", lang="zh") == ["我", "爱", "北京", "天安门"]
+    monkeypatch.delitem(sys.modules, "rjieba")
+
+    class Uninstalled:   # as where rjieba is not installed
+        def find_spec(self, name, path=None, target=None):
+            if name == "rjieba":
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+    monkeypatch.setattr(sys, "meta_path", [Uninstalled(), *sys.meta_path])
+    with pytest.raises(XltError, match="segments zh with rjieba, which is not installed"):
+        hf.split_words("zh", "我爱北京天安门")
+    # the tokenizer, with its language, survives a copy to another process (a class, not a patched method)
+    copy = pickle.loads(pickle.dumps(hf.random_like(0).tokenizer))
+    assert copy("le chat .", lang="fr")["input_ids"] == hf.tokenizer("le chat .", lang="fr")["input_ids"]

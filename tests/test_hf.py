@@ -6,6 +6,7 @@ directory and run through ``xlt extract``, ``xlt cka compare`` and ``xlt shift-d
 from __future__ import annotations
 
 import json
+import shutil
 import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never the network (subprocesses inherit it)
@@ -158,7 +159,7 @@ def test_bad_models_are_one_error_line(models, texts, tmp_path):
 def test_models_that_are_not_bidirectional_encoders_are_one_error_line(models, texts, tmp_path):
     # BART's output is its decoder's (fine-tuning trained on it); T5's encoder wanted decoder inputs
     # (a traceback); GPT-2 sees no right context: each was taken for an encoder
-    from transformers import BartConfig, BartModel, BertTokenizerFast, GPT2Config, GPT2Model
+    from transformers import BartConfig, BartModel, BertTokenizerFast, GPT2Config, GPT2Model, XLMConfig, XLMModel
 
     small = dict(vocab_size=len((models / "bert" / "vocab.txt").read_text().split()), max_position_embeddings=64)
     for name, model, says in [
@@ -167,12 +168,21 @@ def test_models_that_are_not_bidirectional_encoders_are_one_error_line(models, t
          "an encoder-decoder model (bart)"),
         ("gpt2", GPT2Model(GPT2Config(n_embd=16, n_layer=1, n_head=2, vocab_size=small["vocab_size"], n_positions=64)),
          "a left-to-right language model (gpt2)"),
+        ("clm", XLMModel(XLMConfig(emb_dim=16, n_layers=1, n_heads=2, causal=True, **small)),
+         "a left-to-right language model (xlm)"),   # xlm-clm-*: XLM's own class, `causal` set
     ]:
         model.save_pretrained(tmp_path / name)
         BertTokenizerFast(str(models / "bert" / "vocab.txt")).save_pretrained(tmp_path / name)
         res = run_xlt("extract", "--model", tmp_path / name, "--lang", "en", texts["en"], "-o", tmp_path / "x")
         assert_one_line_error(res, f"{tmp_path / name}: {says}")
         assert not list(tmp_path.glob("x*"))
+    # weights cut short (safetensors' own error was a traceback)
+    cut = tmp_path / "cut"
+    shutil.copytree(models / "bert", cut)
+    weights = cut / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    res = run_xlt("extract", "--model", cut, "--lang", "en", texts["en"], "-o", tmp_path / "x")
+    assert_one_line_error(res, f"{cut}: cannot load the model")
 
 
 def test_padding_does_not_change_a_sentences_states(models):

@@ -15,6 +15,8 @@ Shapes: B batch rows, T positions, D hidden size, V vocabulary.
 
 from __future__ import annotations
 
+import contextlib
+
 import os
 from typing import Any, Callable, Optional, Sequence
 
@@ -53,9 +55,13 @@ def _check_encoder(config: Any, spec: str) -> None:
     from transformers.models.auto import modeling_auto as auto
 
     kind = getattr(config, "model_type", None)
+    if not getattr(config, "vocab_size", None):
+        raise XltError(f"not a text model ({kind}: no vocabulary)", spec)
     if getattr(config, "is_encoder_decoder", False):
         raise XltError(f"an encoder-decoder model ({kind}): xlt reads encoders (BERT, XLM, XLM-R and the like)", spec)
     causal = kind in auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and kind not in auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES
+    # XLM's and FlauBERT's left-to-right models (xlm-clm-*) are their masked models' class with `causal`
+    causal = causal or getattr(config, "causal", False) or getattr(config, "is_encoder", True) is False
     if causal or getattr(config, "is_decoder", False):
         raise XltError(f"a left-to-right language model ({kind}): xlt reads bidirectional encoders "
                        "(BERT, XLM, XLM-R and the like)", spec)
@@ -75,7 +81,9 @@ class HFTextModel:
         self.d_model = int(config.hidden_size)
         limit = int(getattr(config, "max_position_embeddings", 512))
         # RoBERTa-family position ids start after the padding index: the table has two rows fewer to give.
-        offset = getattr(getattr(self.base, "embeddings", None), "padding_idx", None)
+        # (The position table's padding index: XLM's `embeddings` is its token table, padding index 2.)
+        positions = getattr(getattr(self.base, "embeddings", None), "position_embeddings", None)
+        offset = getattr(positions, "padding_idx", None)
         if offset is not None:
             limit -= offset + 1
         model_max = getattr(tokenizer, "model_max_length", None)
@@ -86,14 +94,16 @@ class HFTextModel:
         self.lang2id = dict(getattr(config, "lang2id", None) or {})
         self.uses_lang_emb = bool(getattr(config, "use_lang_emb", False)) and int(getattr(config, "n_langs", 1)) > 1
         # XLM's tokenizer runs Moses with the language's rules: it takes lang= (no other tokenizer does).
-        self.tokenizer_takes_lang = hasattr(tokenizer, "moses_tokenize")
-        if self.tokenizer_takes_lang:
-            # What the export's tokenizer class does (xlt does not run an export's code): Moses' Perl
-            # scripts, and so XLM's own preprocessing, make control characters spaces; transformers deletes them.
-            from xlt.model.tokenization_xlt import spaced_control_characters
+        # It becomes the export's class (xlt does not run an export's code): its words before BPE, and
+        # control characters made spaces as Moses' Perl scripts (XLM's own preprocessing) make them.
+        from transformers import XLMTokenizer
 
-            normalize = tokenizer.moses_punct_norm
-            tokenizer.moses_punct_norm = lambda text, lang: spaced_control_characters(normalize(text, lang))
+        from xlt.model.tokenization_xlt import XltXLMTokenizer
+
+        if type(tokenizer) is XLMTokenizer:
+            tokenizer.__class__ = XltXLMTokenizer
+            tokenizer.lang = next(iter(self.lang2id), "en")
+        self.tokenizer_takes_lang = isinstance(tokenizer, XltXLMTokenizer)
         self._around: Optional[tuple[list[int], list[int]]] = None
         self._pair: Optional[tuple[list[int], list[int], list[int]]] = None
         # WordPiece's decoder glues punctuation to the word before it ("garden."): keep every token a
@@ -126,6 +136,13 @@ class HFTextModel:
             raise XltError("no tokenizer with this model (a transformers model directory needs tokenizer.json "
                            "or its tokenizer's vocabulary files, e.g. vocab.txt or sentencepiece.bpe.model)", spec)
         try:
+            config = transformers.AutoConfig.from_pretrained(name, **options)
+        except (OSError, ValueError, KeyError) as err:
+            raise _load_error(spec, "model's config", err) from None
+        _check_encoder(config, spec)   # before any weight is read
+        # Past the config, whatever the weights' loader raises (a cut safetensors file raises its own
+        # SafetensorError, a config it cannot build NotImplementedError) is the directory's fault.
+        try:
             model, info = transformers.AutoModelForMaskedLM.from_pretrained(name, output_loading_info=True, **options)
             # A head whose weights are missing would be random: decode nothing with it.
             has_head = not info.get("missing_keys")
@@ -133,14 +150,13 @@ class HFTextModel:
                 model = model.base_model
         except ValueError:  # no masked-LM class for this architecture
             model, has_head = None, False
-        except OSError as err:
+        except Exception as err:
             raise _load_error(spec, "model", err) from None
         if model is None:
             try:
                 model = transformers.AutoModel.from_pretrained(name, **options)
-            except (OSError, ValueError) as err:
+            except Exception as err:
                 raise _load_error(spec, "model", err) from None
-        _check_encoder(model.config, spec)
         return cls(spec, model.to(device), tokenizer, has_head)
 
     @property
@@ -178,8 +194,9 @@ class HFTextModel:
             # transformers 5's tokenize() drops its keyword arguments before XLM's _tokenize(text, lang)
             # sees them (every language would get English Moses rules), so the language goes in directly.
             tok = self.tokenizer
-            return [tok.convert_tokens_to_ids(tok._tokenize(line, lang=lang)) if line.strip() else []
-                    for line in lines]
+            with self._segmenter(lang):
+                return [tok.convert_tokens_to_ids(tok._tokenize(line, lang=lang)) if line.strip() else []
+                        for line in lines]
         return [list(ids) for ids in self.tokenizer(list(lines), add_special_tokens=False)["input_ids"]]
 
     def encode_words(self, lang: str, words: Sequence[str]) -> tuple[list[int], list[int]]:
@@ -201,7 +218,8 @@ class HFTextModel:
 
     def split_words(self, lang: str, line: str) -> list[str]:
         """The tokenizer's own word segmentation: its normalizer, then its pre-tokenizer (BERT splits off
-        punctuation, SentencePiece splits at spaces); XLM's Moses with the language's rules; else spaces."""
+        punctuation, SentencePiece splits at spaces); XLM's words before BPE (Moses with the language's
+        rules, or its zh/th/ja segmenter; lowercased where it lowercases); else spaces."""
         tok = self.tokenizer
         backend = getattr(tok, "backend_tokenizer", None)
         if backend is not None and backend.pre_tokenizer is not None:
@@ -210,8 +228,18 @@ class HFTextModel:
             words = (text[start:end].strip() for _, (start, end) in backend.pre_tokenizer.pre_tokenize_str(text))
             return [w for w in words if w]
         if self.tokenizer_takes_lang:
-            return tok.moses_tokenize(tok.moses_pipeline(line, lang=lang), lang=lang)
+            with self._segmenter(lang):
+                return tok.words(line, lang=lang)
         return line.split()
+
+    @contextlib.contextmanager
+    def _segmenter(self, lang: str):
+        """XLM's tokenizer imports zh's, th's and ja's segmenters when first asked (packages of their own)."""
+        try:
+            yield
+        except ImportError as err:
+            raise XltError(f"the XLM tokenizer segments {lang} with {err.name or 'a package'}, which is not "
+                           f"installed (pip install {err.name or '...'})", self.source) from None
 
     def input_embeddings(self, lang: str):
         """The input token table float32 [V,D] (one for every language) and its whole-word tokens: those
@@ -288,11 +316,7 @@ class HFTextModel:
         it as the run does, Moses' words (cased as its input), so that an export scores its run's BLEU-1:
         the round trip drops what the vocabulary cannot spell ("The" with no "T" read "he")."""
         if self.tokenizer_takes_lang:
-            from transformers.models.xlm.tokenization_xlm import lowercase_and_remove_accent
-
-            words = self.split_words(lang, line)
-            lowered = words and getattr(self.tokenizer, "do_lowercase_and_remove_accent", False)
-            return [w for w in lowercase_and_remove_accent(words) if w] if lowered else words
+            return self.split_words(lang, line)
         return self.words(lang, self.encode_lines(lang, [line])[0])
 
     def token_set(self, lang: str, path: Optional[str] = None) -> set[int]:
