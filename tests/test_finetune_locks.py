@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 from finetune_toy import build_toy_world
@@ -23,6 +24,20 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     return build_toy_world(tmp_path_factory.getbasetemp() / "finetune-world")
+
+
+def grid_with_a_run_held_elsewhere(world, tmp_path):
+    """(a finished copy of the grid to take runs from, the grid's config, its first run's folder, that
+    run's lock held as by another process) for two overlapping calls on a two-run grid."""
+    done = tmp_path / "done"
+    finetune(config(world, done, batch_size=[8, 16]))
+    cfg = config(world, tmp_path / "out", batch_size=[8, 16])
+    exp = experiment(cfg)
+    run_dir = exp.run_dir(exp.plan.grid[0])
+    os.makedirs(run_dir)
+    lock = exclusive_lock(os.path.join(run_dir, "lock"))
+    lock.__enter__()
+    return done, cfg, run_dir, lock
 
 
 def test_a_locked_run_is_left_to_its_owner(world, tmp_path):
@@ -65,14 +80,7 @@ def test_whoever_writes_the_summary_last_writes_every_run_finished_by_then(world
     """Two overlapping calls on one grid, each training one run: the run the other process held when
     this one passed it has finished by the time this one writes results.json, which must say so
     (it said busy, and the last writer left the grid incomplete with every run done)."""
-    done = tmp_path / "done"
-    finetune(config(world, done, batch_size=[8, 16]))   # the other process's run, finished, to copy in
-    cfg = config(world, tmp_path / "out", batch_size=[8, 16])
-    exp = experiment(cfg)
-    busy_dir = exp.run_dir(exp.plan.grid[0])
-    os.makedirs(busy_dir)
-    lock = exclusive_lock(os.path.join(busy_dir, "lock"))
-    lock.__enter__()
+    done, cfg, busy_dir, lock = grid_with_a_run_held_elsewhere(world, tmp_path)
     finished_elsewhere = []
 
     def meanwhile(_):   # while this call trains the second run, the other process finishes the first
@@ -96,19 +104,12 @@ def test_runs_another_process_failed_or_finished_are_written_as_they_stand(world
     another process has since finished is done (the last writer wrote it failed, the grid incomplete)."""
     from xlt.finetune import runner
 
-    done = tmp_path / "done"
-    finetune(config(world, done, batch_size=[8, 16]))   # what the other process will have made
-    cfg = config(world, tmp_path / "out", batch_size=[8, 16])
-    exp = experiment(cfg)
-    run0 = exp.run_dir(exp.plan.grid[0])
-    os.makedirs(run0)
-    lock = exclusive_lock(os.path.join(run0, "lock"))
-    lock.__enter__()
+    done, cfg, run0, lock = grid_with_a_run_held_elsewhere(world, tmp_path)
 
     def fails_elsewhere(_):
         if not held_elsewhere(os.path.join(run0, "lock")):
             return
-        (open(os.path.join(run0, "error.txt"), "w")).write("Traceback ...\nRuntimeError: CUDA out of memory\n")
+        Path(run0, "error.txt").write_text("Traceback ...\nRuntimeError: CUDA out of memory\n")
         lock.__exit__(None, None, None)
 
     outcome = finetune(cfg, on_epoch_end=fails_elsewhere)
@@ -116,7 +117,8 @@ def test_runs_another_process_failed_or_finished_are_written_as_they_stand(world
     assert outcome.results["runs"][0]["error"] == "in another process: RuntimeError: CUDA out of memory"
 
     cfg = config(world, tmp_path / "again", batch_size=[8, 16])
-    run0 = experiment(cfg).run_dir(exp.plan.grid[0])
+    again = experiment(cfg)
+    run0 = again.run_dir(again.plan.grid[0])
     train = runner.RunTrainer.train
 
     def flaky(self, *args, **kwargs):   # run 0 fails here (a transient failure)
