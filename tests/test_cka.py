@@ -152,10 +152,20 @@ def test_compare_and_table(run_dir, parallel, tmp_path):
     rand = json.loads((tmp_path / "rand.json").read_text())
     assert rand["estimator"] == "debiased" and rand["b"]["model"] == "random:0"
 
+    # a debiased column beside a linear one: two measures read as one (said only in the JSON)
     res = run_xlt("cka", "table", tmp_path / "bi.json", tmp_path / "rand.json", "-o", tmp_path / "fig7")
+    assert_one_line_error(res, f"{tmp_path / 'rand.json'}: estimator 'debiased' differs from the first column's 'linear'")
+    assert not list(tmp_path.glob("fig7*"))
+    pooled_in = {**column, "column": "Pooled in", "pooling": column["pooling"].replace("specials excluded", "</s> included")}
+    (tmp_path / "pooled.json").write_text(json.dumps(pooled_in))
+    res = run_xlt("cka", "table", tmp_path / "bi.json", tmp_path / "pooled.json", "-o", tmp_path / "fig7")
+    assert_one_line_error(res, "pooled.json: pooling 'mean over subwords, </s> included' differs")
+    (tmp_path / "mono.json").write_text(json.dumps({**column, "column": "Monolingual"}))
+    res = run_xlt("cka", "table", tmp_path / "bi.json", tmp_path / "mono.json", "-o", tmp_path / "fig7")
     assert res.returncode == 0, res.stderr
     table = json.loads((tmp_path / "fig7.json").read_text())
-    assert [c["column"] for c in table["columns"]] == ["Bilingual", "Random"]
+    assert [c["column"] for c in table["columns"]] == ["Bilingual", "Monolingual"]
+    assert table["columns"][0]["pooling"] == "mean over subwords, specials excluded"
     assert table["rows"] == ["L0", "L1", "L2", "AVER"]
     assert (tmp_path / "fig7.png").exists() and "AVER" in res.stdout
     # one file twice (by another name too) would be one result shown as two columns

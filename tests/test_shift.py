@@ -118,6 +118,21 @@ def test_shift_file_round_trip_and_checks(run, shift, tmp_path):
         LanguageShift.load(str(tmp_path / "bad.npz"))
 
 
+def test_means_pooled_differently_make_no_shift(tmp_path):
+    from xlt.model.interventions import save_means
+
+    header = {"format": "xlt-means/1", "run": "r", "step": 10, "sentences": 3, "tokens": 9, "text": "t"}
+    means = np.zeros((3, 4), dtype=np.float32)
+    save_means(str(tmp_path / "en.npz"), means, {**header, "lang": "en", "include_specials": False})
+    save_means(str(tmp_path / "fr.npz"), means + 1, {**header, "lang": "fr", "include_specials": True})
+    with pytest.raises(XltError, match="means pooled differently") as err:
+        LanguageShift.from_means(str(tmp_path / "en.npz"), str(tmp_path / "fr.npz"))
+    assert err.value.path == str(tmp_path / "fr.npz")
+    save_means(str(tmp_path / "fr.npz"), means + 1, {**header, "lang": "fr", "include_specials": False})
+    made = LanguageShift.from_means(str(tmp_path / "en.npz"), str(tmp_path / "fr.npz"))
+    assert made.header["include_specials"] is False and made.difference(1).tolist() == [1.0] * 4
+
+
 def test_words_and_token_sets(run, tmp_path):
     ids = [run.vocab.index(t) for t in ("le", "chat", ".")]
     assert words_of([1] + ids + [1], run) == ["le", "chat", "."]

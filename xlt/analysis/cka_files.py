@@ -46,7 +46,7 @@ def check_column(col: dict, path: PathLike) -> dict:
 
 def assemble_table(paths: Sequence[str]) -> dict:
     """Figure 7 layout from column files: rows L0..Ln and AVER, one column per file."""
-    columns, layers = [], None
+    columns, layers, method = [], None, None
     require_distinct(paths, "CKA column file")
     for path in paths:
         col = check_column(read_json(path, "xlt cka compare output", format=COLUMN_FORMAT), path)
@@ -54,8 +54,15 @@ def assemble_table(paths: Sequence[str]) -> dict:
             layers = col["layers"]
         elif col["layers"] != layers:
             raise XltError(f"layers {col['layers']} differ from the first column's {layers}", path)
+        # side by side, columns must be the same measure: a debiased estimate, or </s> pooled in, moves it
+        this = {"estimator": col.get("estimator"), "pooling": col.get("pooling")}
+        if method is None:
+            method = this
+        elif this != method:
+            key = next(k for k in this if this[k] != method[k])
+            raise XltError(f"{key} {this[key]!r} differs from the first column's {method[key]!r}", path)
         columns.append({"label": col["label"], "column": col["column"], "estimator": col.get("estimator"),
-                        "n": col.get("n"), "values": col["cka"] + [col["average"]], "source": os.path.abspath(path),
+                        "pooling": col.get("pooling"), "n": col.get("n"), "values": col["cka"] + [col["average"]], "source": os.path.abspath(path),
                         "pearson_retrieval": (col.get("retrieval") or {}).get("pearson")})
     if not columns:
         raise XltError("no CKA column files given")

@@ -239,11 +239,16 @@ class LanguageShift:
         for key in ("run", "step"):
             if hs.get(key) != ht.get(key):
                 raise XltError(f"means of different models ({key} {hs.get(key)!r} in {src_path})", tgt_path)
+        if bool(hs.get("include_specials")) != bool(ht.get("include_specials")):
+            # </s>'s state is no word's: the difference would carry its offset as if it were the languages'
+            raise XltError(f"means pooled differently (include_specials {bool(hs.get('include_specials'))} "
+                           f"in {src_path})", tgt_path)
         if mean_src.shape != mean_tgt.shape:
             raise XltError(f"shape {mean_tgt.shape} differs from {src_path}'s {mean_src.shape}", tgt_path)
         if hs["lang"] == ht["lang"]:
             raise XltError(f"both means are of {hs['lang']!r}: a shift goes from one language to another", tgt_path)
         header = {"format": SHIFT_FORMAT, "src": hs["lang"], "tgt": ht["lang"], "run": hs["run"], "step": hs["step"],
+                  "include_specials": bool(hs.get("include_specials")),
                   "n_layers": mean_src.shape[0] - 1, "d_model": mean_src.shape[1],
                   "sentences": {hs["lang"]: hs["sentences"], ht["lang"]: ht["sentences"]},
                   "tokens": {hs["lang"]: hs["tokens"], ht["lang"]: ht["tokens"]},
