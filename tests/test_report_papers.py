@@ -12,6 +12,7 @@ from report_files import LANGS, cell, one_point, run_record, write_cka, write_re
 from xlt.report import figure7, liu
 from xlt.report.findings import FAILS, HOLDS, INCONCLUSIVE
 from xlt.report.render import latex_escape
+from xlt.utils.errors import XltError
 
 
 # ---- Figure 7 ---------------------------------------------------------------------------------------
@@ -30,6 +31,23 @@ def test_figure7_table_gaps_findings_and_plot(tmp_path):
     order, gap = t.findings
     assert order.verdict == INCONCLUSIVE and "en-zh Random" in order.detail and order.paper_verdict == HOLDS
     assert gap.verdict == FAILS and "fr +0.10, ru +0.15, zh -0.10" in gap.detail and gap.paper_verdict == HOLDS
+
+
+def test_figure7_compares_one_measure_over_the_same_layers(tmp_path):
+    # a column over other layers, or of another estimator, made AVER compare different means: the
+    # order read "does not hold" where every shared layer held it
+    write_cka(tmp_path / "bi.json", "en-fr", "Bilingual", [0.5, 0.45, 0.4])
+    write_cka(tmp_path / "mono.json", "en-fr", "Monolingual", [0.9, 0.8, 0.7, 0.35, 0.3, 0.25, 0.2])
+    with pytest.raises(XltError, match=r"layers \[0, 1, 2, 3, 4, 5, 6\] differ from .*: one table compares") as err:
+        figure7.build(str(tmp_path), ["fr"])
+    assert err.value.path.endswith(("bi.json", "mono.json"))
+    write_cka(tmp_path / "mono.json", "en-fr", "Monolingual", [0.35, 0.3, 0.25])
+    t, _ = figure7.build(str(tmp_path), ["fr"])
+    assert t.remarks[0].startswith("Linear CKA of sentences pooled by mean over subwords, specials excluded")
+    debiased = json.loads((tmp_path / "mono.json").read_text())
+    (tmp_path / "mono.json").write_text(json.dumps({**debiased, "estimator": "debiased"}))
+    with pytest.raises(XltError, match="estimator debiased differs from"):
+        figure7.build(str(tmp_path), ["fr"])
 
 
 # ---- Liu et al. ------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from xlt.report.plots import Panel, Series, per_layer
 from xlt.report.render import Cell, ReportTable
 from xlt.report.sources import results_of_format
 from xlt.utils import log
+from xlt.utils.errors import XltError
 
 COLUMNS = ("Bilingual", "Monolingual", "Random")
 # columns[(pair, column)] = {"layers": [0..n], "values": [...], "average": float}
@@ -25,13 +26,24 @@ Columns = dict[tuple[str, str], dict]
 
 
 def collect(results_dir: str) -> Columns:
+    """Every CKA column in ``results_dir``; they must be one measure (estimator, pooling) over the same
+    layers, or the AVER row would compare means over different layers, or different measures."""
     columns: Columns = {}
+    first: Optional[tuple[str, dict]] = None
     for path, data in results_of_format([os.path.join(results_dir, "*.json")], CKA_FORMAT, check_column):
         key = (data["label"], data["column"])
         if key in columns:
             log.info(f"xlt report: {path}: a second {key[0]} {key[1]} column; this one is used")
-        columns[key] = {"layers": data["layers"], "values": data["cka"], "average": data["average"],
-                        "n": data.get("n"), "path": path}
+        measure = {"layers": data["layers"], "estimator": data.get("estimator", "linear"),
+                   "pooling": data.get("pooling")}
+        if first is None:
+            first = (path, measure)
+        for name, value in measure.items():
+            if value != first[1][name]:
+                raise XltError(f"{name} {value} differ{'' if name == 'layers' else 's'} from {first[0]}'s {first[1][name]}: one table compares "
+                               "one measure over the same layers", path)
+        columns[key] = {"values": data["cka"], "average": data["average"], "n": data.get("n"), "path": path,
+                        **measure}
     return columns
 
 
@@ -60,8 +72,11 @@ def build(results_dir: str, languages: Sequence[str], numbers: Optional[dict] = 
         table.add_row(f"L{layer}" if layer != "AVER" else "AVER", cells)
     n = sorted({c["n"] for c in ours.values() if c.get("n")})
     left_out = [p for p in data["wu2020_figure7"]["pairs"] if p not in pairs]
-    table.remarks = [f"Linear CKA of mean-pooled sentences (specials excluded); n = {', '.join(map(str, n)) or '?'} "
-                     "parallel sentences. Random: the non-English side through a randomly initialised encoder."]
+    measure = next(iter(ours.values()), {"estimator": "linear", "pooling": "mean over subwords, specials excluded"})
+    table.remarks = [f"{str(measure['estimator']).capitalize()} CKA of sentences pooled by "
+                     f"{measure['pooling'] or 'mean over subwords, specials excluded'}; "
+                     f"n = {', '.join(map(str, n)) or '?'} parallel sentences. "
+                     "Random: the non-English side through a randomly initialised encoder."]
     if left_out:
         table.remarks.append(f"The paper's {', '.join(left_out)} "
                              f"{'column is' if len(left_out) == 1 else 'columns are'} not part of this table"
