@@ -65,6 +65,20 @@ def test_liu_table2_uses_relative_depth_and_checks_the_convert_rate(tmp_path):
     assert most.verdict == FAILS and most.paper_verdict == HOLDS
 
 
+def test_liu_table2_reads_every_direction_at_the_same_layers(tmp_path):
+    # fr->en swept over layers 1-4 only: its cells were read at 3 and 2 under the label "layer=7"
+    write_translation(tmp_path / "en-fr.translate.json", "en", "fr", {1.0: 0.2, 2.0: 0.5, 3.0: 0.9})
+    short = json.loads((tmp_path / "en-fr.translate.json").read_text())
+    short.update(src="fr", tgt="en", grid=[r for r in short["grid"] if r["layer"] <= 4])
+    (tmp_path / "fr-en.translate.json").write_text(json.dumps(short))
+    t = liu.build_table2(str(tmp_path), languages=["fr"])
+    bleu_row = next(label for label, _ in t.rows if label.startswith("BLEU-1"))
+    assert "layer=7" in bleu_row and cell(t, bleu_row, "", "en→fr").value == pytest.approx(73.0)
+    assert cell(t, bleu_row, "", "fr→en").value is None and "no result at this layer" in cell(t, bleu_row, "", "fr→en").gap
+    rising = t.findings[0]
+    assert "not swept at this layer: fr-en" in rising.detail
+
+
 def test_liu_table4_rows_from_plain_and_shift_variants(tmp_path):
     m = "accuracy"
     point = {"batch_size": 32, "encoder_lr": 1e-4, "head_lr": 1e-3}

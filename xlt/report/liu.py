@@ -80,6 +80,10 @@ def build_table2(results_dir: str, numbers: Optional[dict] = None, bleu_layer: O
     found = collect_translations(results_dir)
     directions = [f"en-{l}" for l in languages] + [f"{l}-en" for l in languages]
     directions += [d for d in found if d not in directions]
+    if found:   # one pair of layers for every direction: the deepest swept layer is the model's top
+        top = max(r["layer"] for result in found.values() for r in result["grid"])
+        bleu_layer = top - 1 if bleu_layer is None else bleu_layer
+        cr_layer = top - 2 if cr_layer is None else cr_layer
     ours = {d: table2_values(found[d], bleu_layer, cr_layer) for d in directions if d in found}
     layers = next(iter(ours.values()))["_layers"] if ours else (bleu_layer or "top-1", cr_layer or "top-2")
     rows = [("bleu1_fixed", f"BLEU-1 (layer={layers[0]}, α=3) [paper: layer 11]", "bleu1_layer11_alpha3", 2),
@@ -120,7 +124,7 @@ def _defined(cr: dict) -> tuple[dict, str]:
     if not defined:
         raise Inconclusive("no direction has a defined convert rate at every alpha" if cr else "no translation results")
     undefined = sorted(set(cr) - set(defined))
-    return defined, f" (left out, rate undefined: {', '.join(undefined)})" if undefined else ""
+    return defined, f" (left out, no rate: undefined, or not swept at this layer: {', '.join(undefined)})" if undefined else ""
 
 
 def rising(cr: dict) -> Verdict:
