@@ -136,6 +136,34 @@ def test_liu_table4_findings_are_decided_beyond_the_seeds_noise(tmp_path):
     assert verdicts(50.0, 45.0, 43.0, spread=0.5)[0] == [FAILS, FAILS]
 
 
+def test_liu_table4_of_one_model_counts_its_targets_as_one_fine_tunings_scores(tmp_path):
+    """One model fine-tuned once per row with every target: a seed that does well on fr does well on de
+    and es, so a mean over targets is as noisy as one target, not sqrt(3) times less (it read holds)."""
+    from xlt.finetune.selection import summarize
+
+    langs, m = ["fr", "de", "es"], "accuracy"
+    top = {"fr": 70.0, "de": 60.0, "es": 65.0}
+
+    def write(path, variants):
+        runs = [{"grid_point": {"lr": 1}, "seed": seed, "status": "done", "source_dev": 80 + d, "shift_alpha": {},
+                 "results": {v: {"en": {"dev": {m: 80 + d}, "test": {m: 80 + d}},
+                                 **{l: {"dev": {m: base[l] + d}, "test": {m: base[l] + d}} for l in langs}}
+                             for v, base in variants.items()}}
+                for seed, d in ((12, -1.5), (156, 0.0), (78, 1.5))]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"format": "xlt-finetune-results/1", "task": "xnli", "source": "en",
+                                    "targets": langs, "complete": True, "counts": {"done": 3, "busy": 0, "failed": 0},
+                                    "config": {"freeze_bottom": 6, "shift_layer": 6},
+                                    "summary": summarize(runs, m, "en", langs), "runs": runs}))
+
+    write(tmp_path / "xnli-mds" / "results.json", {"plain": top, "shift": {l: v + 0.5 for l, v in top.items()}})
+    write(tmp_path / "xnli-all" / "results.json", {"plain": {l: v - 2.0 for l, v in top.items()}})
+    t = liu.build_table4(str(tmp_path), None, langs)
+    # 2 SE of a difference of two means over 3 seeds of sd 1.5: 2 sqrt(2 x 2.25 / 3) = 2.45, as for one target
+    assert t.findings[1].verdict == INCONCLUSIVE and "top - all over fr, de, es: +2.00, 2 SE 2.45" in t.findings[1].detail
+    assert any("fully correlated" in r for r in t.remarks)
+
+
 # ---- alignment, CLI and rendering --------------------------------------------------------------------
 def test_every_report_command_runs_on_empty_results_and_has_an_example(tmp_path):
     (tmp_path / "empty").mkdir()

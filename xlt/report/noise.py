@@ -82,6 +82,9 @@ class Noise:
     single_seed_sd: dict[str, float] = field(default_factory=dict)
     # (lang, task, task), tasks sorted -> the correlation of one model's scores on the two tasks, pooled
     correlations: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    # rows whose cells on different languages are one fine-tuning's scores (one model evaluated on every
+    # target, Liu et al.'s Table 4): a seed that does well on one does well on all
+    shared_runs: frozenset[str] = frozenset()
 
     def variance(self, cell: Cell) -> tuple[Optional[float], str]:
         """(variance of the cell's mean, what it rests on: "" fine-tuning seeds, "floor" the one-seed
@@ -104,6 +107,8 @@ class Noise:
         tasks, both counting pretraining seeds (0 otherwise). ``Cov = shared rho s_a s_b / (k_a k_b)``
         for one model's sds s, k models a cell and the tasks' pooled correlation rho; where rho is
         not measured, the bound that makes the combination noisier (``sign``: that of c_a c_b)."""
+        if a[0] == b[0] and a[1] == b[1] and a[2] != b[2] and a[0] in self.shared_runs:
+            return self._shared_run_covariance(a, b, sign)
         if a[0] != b[0] or a[2] != b[2] or a[1] == b[1]:
             return 0.0
         sa, sb = self.spreads.get(a), self.spreads.get(b)
@@ -112,6 +117,17 @@ class Noise:
         shared = len(set(sa.seeds) & set(sb.seeds))
         rho = self.correlations.get((a[2], *sorted((a[1], b[1]))), math.copysign(1.0, sign))
         return rho * shared * sa.pretraining_sd * sb.pretraining_sd / (sa.models * sb.models)
+
+
+    def _shared_run_covariance(self, a: Cell, b: Cell, sign: float) -> float:
+        """Two languages' cells of one fine-tuning, their correlation not measured: its bound that makes
+        the combination noisier, over the seeds both may share (``sqrt(v_a v_b)`` when they have the
+        same seeds: a mean over targets is then as noisy as one target, not sqrt(k) times less)."""
+        (va, _), (vb, _) = self.variance(a), self.variance(b)
+        sa, sb = self.spreads.get(a), self.spreads.get(b)
+        if not va or not vb or sa is None or sb is None:
+            return 0.0
+        return math.copysign(1.0, sign) * math.sqrt(va * vb * min(sa.n, sb.n) / max(sa.n, sb.n))
 
 
 @dataclass(frozen=True)
