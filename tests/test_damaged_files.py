@@ -232,6 +232,9 @@ def test_align_results_of_another_shape_read_as_missing(tmp_path):
     path.write_text(json.dumps({"results": [{"layer": 1, "mrr": 0.25}, {"layer": 2, "mrr": None}],
                                 "source": {"kind": "xlt", "run": 7}}))
     assert mrr_reading(str(path)).value == 0.25
+    # "last" is the deepest layer, not the file's last entry (--layers 12,0 keeps that order)
+    path.write_text(json.dumps({"results": [{"layer": 12, "mrr": 0.4}, {"layer": 0, "mrr": 0.05}]}))
+    assert mrr_reading(str(path)).value == 0.4
     for groups in ({"NOUN": "x"}, ["NOUN"], {"NOUN": {"mrr": "0.5"}}):   # the per-group breakdowns too
         path.write_text(json.dumps({"results": [{"layer": 1, "mrr": 0.25, "by_pos": groups}]}))
         assert mrr_reading(str(path), group=("by_pos", "NOUN")).gap is not None

@@ -118,6 +118,17 @@ def test_shift_file_round_trip_and_checks(run, shift, tmp_path):
         LanguageShift.load(str(tmp_path / "bad.npz"))
 
 
+def test_a_hub_models_shift_decodes_with_that_model_only():
+    from xlt.analysis.shift import _check_shift_model
+
+    _check_shift_model({"run": "hf:bert-base-multilingual-cased", "step": None}, "hf:bert-base-multilingual-cased",
+                       None, "s.npz")
+    with pytest.raises(XltError, match="means are of hf:bert-base-multilingual-cased .* the model decoding is "
+                                       "hf:xlm-roberta-base"):
+        _check_shift_model({"run": "hf:bert-base-multilingual-cased", "step": None}, "hf:xlm-roberta-base", None,
+                           "s.npz")
+
+
 def test_means_pooled_differently_make_no_shift(tmp_path):
     from xlt.model.interventions import save_means
 

@@ -29,6 +29,7 @@ from torch import nn
 
 from xlt.analysis.extract import iter_span_means, length_sorted_batches, text_model, truncate
 from xlt.analysis.shift_table import RESULT_FORMAT
+from xlt.model.hub import HF_PREFIX
 from xlt.model.interventions import LanguageShift, save_means
 from xlt.loader.text_model import load_text_model
 from xlt.model.protocol import TextModel
@@ -216,6 +217,9 @@ def _check_shift_model(header: dict, source: str, step: Optional[int], shift_pat
     made_by, made_at = header.get("run"), header.get("step")
     other_run = isinstance(made_by, str) and made_by != source and os.path.exists(made_by) and \
         os.path.exists(source) and not os.path.samefile(made_by, source)
+    # a hub model is its name: two names are two models (no path to have moved)
+    other_run = other_run or (isinstance(made_by, str) and made_by != source
+                              and HF_PREFIX in (made_by[:len(HF_PREFIX)], source[:len(HF_PREFIX)]))
     if other_run or made_at not in (None, step):
         raise XltError(f"the shift's means are of {made_by} at step {made_at}, the model decoding is {source} at "
                        f"step {step} (--checkpoint): take the means with the model that decodes", shift_path)

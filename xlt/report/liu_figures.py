@@ -50,8 +50,8 @@ def mrr_reading(path: str, layer: str = "last", group: Optional[tuple[str, str]]
         return Reading(gap=f"{path} holds no MRR")
     if layer == "best":
         chosen = max(results, key=lambda r: r["mrr"])
-    elif layer == "last":
-        chosen = results[-1]
+    elif layer == "last":   # the deepest layer, whatever order --layers gave them in
+        chosen = max(results, key=lambda r: r["layer"] if isinstance(r.get("layer"), int) else -1)
     else:
         chosen = next((r for r in results if str(r.get("layer")) == layer), None)
         if chosen is None:
