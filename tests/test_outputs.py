@@ -24,7 +24,7 @@ from pretrain_fixtures import build_inputs, tiny_args
 
 from xlt.utils.errors import XltError
 from xlt.text.fastbpe import find_fast_tool
-from xlt.utils.outputs import atomic_path, make_directory, special_file
+from xlt.utils.outputs import atomic_path, make_directory, special_file, written_together
 from xlt.utils.rundir import exclusive_lock
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -113,6 +113,21 @@ def limit_file_size(limit: int):
 
 def tmp_names(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*.tmp"))
+
+
+def test_files_written_together_land_none_when_the_disk_refuses_the_first(tmp_path):
+    # the first text (make's target, renamed last) failed only at its flush on the way out, after the
+    # others were renamed into place: a vocabulary refused left its new .langs.json beside nothing
+    first, second = tmp_path / "vocab", tmp_path / "vocab.langs.json"
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, hard))
+    try:
+        with pytest.raises(XltError, match=r"vocab: cannot write \(File too large\)"):
+            with written_together({str(first): "a " * 3000, str(second): "{}"}):
+                pass
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
 def test_a_write_the_disk_refuses_is_one_line_and_the_old_file_stays(tmp_path):

@@ -329,7 +329,11 @@ def written_together(texts: dict[str, str]) -> Iterator[None]:
     figure) land before the texts: at no moment does it stand beside files of another run."""
     with contextlib.ExitStack() as renames:   # left in reverse order of entry
         for path, text in texts.items():
-            renames.enter_context(atomic_output(path)).write(text)   # written while innermost: a refusal names it
+            f = renames.enter_context(atomic_output(path))
+            # written and flushed while innermost: a full disk (or a refusing device) surfaces here,
+            # naming this file, before any of the set is renamed into place
+            f.write(text)
+            f.flush()
         remove_superseded(next(iter(texts)))
         yield
 
