@@ -184,6 +184,13 @@ def test_an_empty_input_to_a_text_filter_is_one_error_line(command, compressed, 
     res = run_xlt(*args, empty, "-o", out)
     assert_one_line_error(res, f"{empty}: empty input: no lines")
     assert not out.exists()
+    # blank lines only: an empty corpus too (tokenize, codeswitch and bpe apply wrote them through,
+    # and bpe learn or binarize refused it a stage later)
+    blank = tmp_path / ("blank.txt.xz" if compressed else "blank.txt")
+    blank.write_bytes(lzma.compress(b"\n \n\n") if compressed else b"\n \n\n")
+    res = run_xlt(*args, blank, "-o", out)
+    assert_one_line_error(res, f"{blank}: empty input: no sentence (every line is blank")
+    assert not out.exists()
     # the same command on one sentence writes it through
     one = tmp_path / "one.txt"
     one.write_text("1\tabc\t_\t_\t_\t_\t0\troot\t_\t_\n\n" if "conllu" in command else "abc abd\n", encoding="utf-8")

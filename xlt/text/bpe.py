@@ -38,7 +38,7 @@ from xlt.text.vocab import SIDECAR_SUFFIX, Vocabulary
 from xlt.utils import log
 from xlt.utils.errors import PathLike, XltError, require_file
 from xlt.utils.outputs import atomic_output, atomic_path, special_file
-from xlt.utils.textio import nonempty, read_lines
+from xlt.utils.textio import read_lines, with_data
 
 WORD_CACHE_LIMIT = 200_000     # distinct words remembered by BPE.apply (bounded memory)
 
@@ -280,14 +280,14 @@ def apply(codes: PathLike, input: PathLike = "-", output: Optional[PathLike] = N
             return
         bpe = BPE(codes, vocab_file or None)
         with atomic_output(output, "wb") as out:
-            for block in nonempty(text_blocks(input), input):
+            for block in with_data(text_blocks(input), input):
                 out.write("\n".join(bpe.apply(block.decode("utf-8").split("\n"))).encode("utf-8"))
 
 
 def _apply_file(tool: str, codes: str, input: str, output: Optional[PathLike], vocab_file: str) -> None:
     """``fast applybpe`` on a plain file, plus the last word that it drops when there is no final newline."""
     last = b""
-    for block in nonempty(text_blocks(input), input):  # checks the whole file is UTF-8 before fastBPE sees it
+    for block in with_data(text_blocks(input), input):  # checks the whole file is UTF-8 before fastBPE sees it
         last = block
     tail = last[max(last.rfind(b" "), last.rfind(b"\n")) + 1:]
     with _output_path(output) as tmp:

@@ -30,7 +30,7 @@ from xlt import __version__
 from xlt.utils import log
 from xlt.utils.errors import PathLike, XltError
 from xlt.utils.outputs import atomic_output, check_output_paths, json_text, superseded
-from xlt.utils.textio import file_sha256, nonempty, read_lines, read_numbered_lines
+from xlt.utils.textio import file_sha256, read_lines, read_numbered_lines, with_data
 
 # MUSE separates the columns by one tab or space; other whitespace (e.g. U+00A0) belongs to words.
 _COLUMN_SEPARATOR = re.compile(r"[ \t]+")
@@ -228,7 +228,7 @@ def codeswitch_file(input_path: PathLike, output_path: Optional[PathLike], dicti
     with contextlib.ExitStack() as outputs:   # the report renamed before the output, the old output removed first
         out = outputs.enter_context(atomic_output(output_path))
         with log.progress("codeswitch", unit="lines") as bar:
-            for line in switcher.switch_lines(nonempty(read_lines(input_path), input_path)):
+            for line in switcher.switch_lines(with_data(read_lines(input_path), input_path)):
                 out.write(line + "\n")
                 bar.advance(1)
         report = {**switcher.report(), "input": str(input_path), "output": str(output_path or "-")}

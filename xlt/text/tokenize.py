@@ -45,7 +45,7 @@ from xlt.utils import log
 from xlt.utils.errors import PathLike, XltError
 from xlt.utils.outputs import atomic_output, write_json
 from xlt.utils.processes import die_with
-from xlt.utils.textio import nonempty, read_json, read_lines
+from xlt.utils.textio import read_json, read_lines, with_data
 
 #: Languages segmented by jieba instead of the Moses tokenizer.
 JIEBA_LANGUAGES = frozenset({"zh"})
@@ -278,7 +278,7 @@ def tokenize_file(input_path: PathLike, output_path: Optional[PathLike], config:
             text_lines += any(not c.isspace() and unicodedata.category(c) != "Cf" for c in line)
             yield line
 
-    chunks = tokenize_chunks(chunked(counted(nonempty(read_lines(input_path), input_path)), chunk_lines), config,
+    chunks = tokenize_chunks(chunked(counted(with_data(read_lines(input_path), input_path)), chunk_lines), config,
                              workers)
     with atomic_output(output_path) as out:
         # Fork the worker pool (first chunk) before the progress bar starts its refresh thread.
