@@ -345,6 +345,11 @@ def test_equal_copies_init_starts_the_language_copies_equal_and_is_recorded(inpu
         assert torch.equal(positions["en"].weight, positions["fr"].weight) == equal
         trainer.train()
         assert json.loads((tmp_path / f"run{equal}" / "config.json").read_text())["config"]["equal_copies_init"] == equal
+        # a random model like the run (the CKA bound, tracking's step 0) starts as the run started
+        from xlt.model.xlt_run import PretrainedRun
+
+        fresh = PretrainedRun.load(tmp_path / f"run{equal}", "last").random_encoder_like(0).encoder.position_embeddings
+        assert torch.equal(fresh.by_lang["en"].weight, fresh.by_lang["fr"].weight) == equal
 
 
 def test_compile_is_for_cuda_and_a_cpu_run_asked_for_it_trains_as_the_eager_one(inputs, tmp_path):

@@ -37,6 +37,18 @@ def test_a_run_is_never_cut_back_nor_asked_for_a_snapshot_it_has_passed(inputs, 
     assert_one_line_error(run_xlt("pretrain", "--run-dir", run, *inputs["args"], *tiny_args(8, eval_batches="1")),
                           "other settings (eval_batches: None -> 1)")
     assert (run / "config.json").read_bytes() == before and not (run / "checkpoints" / "step-4.pt").exists()
+    # a series of snapshots is not refused for its passed steps, but they are named (tracking starts later)
+    res = run_xlt("pretrain", "--run-dir", run, *inputs["args"], *tiny_args(8, snapshot_every="2"), check=True)
+    assert "note: --snapshot-every 2: steps 2, 4, 6 passed before this start and have no snapshot" in res.stderr
+    assert (run / "checkpoints" / "step-8.pt").exists()
+
+
+def test_windows_longer_than_the_models_positions_are_refused_before_anything_is_written(inputs, tmp_path):
+    for dry in ([], ["--dry-run"]):
+        res = run_xlt("pretrain", "--run-dir", tmp_path / "run", *inputs["args"], *tiny_args(2), "--stream-len", "600",
+                      *dry)
+        assert_one_line_error(res, "--stream-len 600 is longer than the tiny model's 512 positions")
+        assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.parametrize("config", [{"config": {"format": "xlt-finetune/1", "task": "ner", "model": "m"}},

@@ -150,9 +150,19 @@ class PretrainedRun:
         return self._texts[lang]
 
     def random_encoder_like(self, seed: int = 0) -> MaskedLM:
-        """A freshly initialised model of the same architecture (the CKA lower bound)."""
+        """A freshly initialised model of the same architecture, initialised as the run started (its
+        language copies equal where it started them so): the CKA lower bound, tracking's step 0."""
+        from xlt.model.encoder import start_copies_equal
+
         torch.manual_seed(seed)
-        return MaskedLM(self.config).eval()
+        model = MaskedLM(self.config).eval()
+        try:
+            equal = read_json(os.path.join(self.path, "config.json"))["config"].get("equal_copies_init") is True
+        except (XltError, KeyError, TypeError, AttributeError):
+            equal = False   # a run without a readable description: the checkpoint alone, drawn apart
+        if equal:
+            start_copies_equal(model.encoder)
+        return model
 
     # ---- the TextModel protocol (xlt.model.protocol) ----------------------------------------------
 

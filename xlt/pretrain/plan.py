@@ -96,6 +96,9 @@ def resolve(cfg: PretrainConfig) -> PretrainPlan:
     dropout = {} if cfg.dropout is None else {"dropout": cfg.dropout, "attention_dropout": cfg.dropout}
     model = EncoderConfig.preset(cfg.preset, vocab_size=len(vocab), languages=list(languages), sharing=sharing,
                                  lang_embeddings=cfg.lang_embeddings, **dropout)
+    if cfg.stream_len > model.max_positions:   # else the first step fails, after the run folder is written
+        raise XltError(f"--stream-len {cfg.stream_len} is longer than the {cfg.preset} model's "
+                       f"{model.max_positions} positions")
     masking = MaskingConfig(random_within_language=cfg.random_within_language).resolved(
         separate_embeddings=sharing.separate_embeddings, prefix_lang=vocab.prefix_lang)
     if masking.random_within_language and not vocab.languages:
