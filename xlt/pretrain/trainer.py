@@ -205,8 +205,8 @@ class Pretrainer:
             raise XltError(f"--snapshot-at {', '.join(map(str, missed))}: the run is at step {self.step} and has no "
                            "such snapshot; a passed step's weights cannot be written (use a new directory)", last)
         every = cfg.snapshot_every or 0
-        passed = [n for n in range(every, self.step + 1, every) if every
-                  and not os.path.exists(self._path(f"step-{n}.pt"))]
+        passed = [n for n in range(every, self.step + 1, every)
+                  if not os.path.exists(self._path(f"step-{n}.pt"))] if every else []
         if passed:   # a series, not named steps: said, not refused (tracking starts where it can)
             shown = ", ".join(map(str, passed[:5])) + (f" and {len(passed) - 5} more" if len(passed) > 5 else "")
             log.info(f"note: --snapshot-every {every}: steps {shown} passed before this start and have no snapshot")
