@@ -236,9 +236,10 @@ def test_embed_train_errors_are_one_line(tmp_path):
     en = topic_corpus(tmp_path / "en.txt", "en")
     assert_one_line_error(run_xlt("embed", "train", "--method", "fasttext", "--text", "en", en, "-o", tmp_path / "o"),
                           "--method must be one of word2vec, glove")
-    # (Found after the corpus is read, so after the log lines: -q leaves the error alone.)
-    assert_one_line_error(run_xlt("-q", "embed", "train", "--text", "en", en, "--min-count", "100000", "-o",
+    # found in the pass that describes the corpus, before the start line: the error is the only line
+    assert_one_line_error(run_xlt("embed", "train", "--text", "en", en, "--min-count", "100000", "-o",
                                   tmp_path / "o"), "no word occurs at least --min-count 100000 times")
+    assert not list(tmp_path.glob("o*"))
     assert_one_line_error(run_xlt("embed", "train", "--text", "en", tmp_path / "missing.txt", "-o", tmp_path / "o"),
                           "missing.txt", "no such text file")
     assert_one_line_error(run_xlt("embed", "train", "--method", "glove", "--device", "gpu", "--text", "en", en, "-o",

@@ -11,6 +11,7 @@ languages is one word of the shared vocabulary (an anchor), as in the papers' jo
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Optional, Sequence
 
@@ -68,18 +69,25 @@ class JointCorpus:
         if pending and self.on_sentence is not None:
             self.on_sentence(pending)
 
-    def describe(self) -> list[dict]:
+    def describe(self, min_count: int = 1) -> list[dict]:
         """Per input: language, path, sentences, tokens and sha256 (one extra pass, checks each file
-        is UTF-8 and not empty before any training)."""
+        is UTF-8 and not empty, and that some word occurs ``min_count`` times, before any training)."""
         out = []
+        counts: Counter = Counter()
+        frequent = min_count <= 1   # counted only until one word is frequent enough
         for lang, path in self.texts:
             sentences = tokens = 0
             for line in read_lines(path):
-                n = len(line.split())
-                sentences += n > 0
-                tokens += n
+                words = line.split()
+                sentences += bool(words)
+                tokens += len(words)
+                if not frequent:
+                    counts.update(words)
+                    frequent = bool(words) and max(counts[w] for w in words) >= min_count
             if sentences == 0:
                 raise XltError("no sentences (every line is blank)", path)
             out.append({"lang": lang, "path": path, "sentences": sentences, "tokens": tokens,
                         "sha256": file_sha256(path)})
+        if not frequent:
+            raise XltError(f"no word occurs at least --min-count {min_count} times in {self.files}")
         return out

@@ -66,7 +66,7 @@ def train_embeddings(texts: Sequence[tuple[str, str]], output: str, config: Embe
     if len(set(langs)) != len(langs):
         raise XltError(f"a language is given twice in --text ({', '.join(langs)}); concatenate its files first")
     corpus = JointCorpus(list(texts))
-    inputs = corpus.describe()
+    inputs = corpus.describe(config.min_count)   # its errors before the start line: an error is the only line
     log.info("embed: " + ", ".join(f"{i['lang']} {i['sentences']:,} sentences" for i in inputs)
              + f"; {config.method}, dim {config.dim}, window {config.window}, {config.epochs} epochs, "
              f"{config.workers} workers")
