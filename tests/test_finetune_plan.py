@@ -163,3 +163,25 @@ def test_an_option_that_would_play_no_part_is_refused_not_recorded(tmp_path, cap
     assert_one_line_error(run_in_process(capsys, *args, *extra), fragment)
     # under the linear schedule the warm-up plays its part
     assert run_in_process(capsys, *args, "--schedule", "linear", "--warmup-fraction", "0.2").returncode == 0
+
+
+def test_a_task_setting_spelled_out_at_its_default_names_the_same_runs(tmp_path):
+    # `--task-option strip_subtypes true` (the default) named other run folders: the grid trained again
+    run, files = str(fake_run(tmp_path)), data(tmp_path)
+
+    def plan(**settings):
+        return make_plan(FinetuneConfig(task="parse", model=run, output=str(tmp_path / "o"), task_settings=settings,
+                                        **files))
+
+    plain = plan()
+    spelled = plan(strip_subtypes=True, punct_upos="PUNCT,SYM")
+    assert spelled.task_settings == {} and hashes(spelled) == hashes(plain)
+    other = plan(strip_subtypes=True, dropout=0.2)
+    assert other.task_settings == {"dropout": 0.2} and hashes(other) != hashes(plain)
+    assert plan(strip_subtypes=False).task_settings == {"strip_subtypes": False}
+    # a setting the model's kind fills in stays, given or not (its runs' hashes hold it)
+    vectors = tmp_path / "w2v.txt"
+    vectors.write_text("1 2\ncat 0.1 0.2\n")
+    static = make_plan(FinetuneConfig(task="xnli", model=f"static:{vectors}", output=str(tmp_path / "o"),
+                                      task_settings={"pooling": "pair-max"}, **files))
+    assert static.task_settings == {"pooling": "pair-max"}

@@ -13,6 +13,7 @@ and, where they differ with the model's kind, from :meth:`~xlt.finetune.task.Tas
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import os
@@ -197,6 +198,22 @@ def _split_files(cfg: FinetuneConfig, task: Task, source: str, targets: tuple[st
     return tuple(files)
 
 
+def without_spelled_defaults(name: str, settings: dict[str, Any], kind_defaults: dict[str, Any]) -> dict[str, Any]:
+    """``settings`` less those given at the value the task takes anyway: runs are named by a hash of the
+    settings as given, so spelling out a default (``strip_subtypes true``) named other run folders and
+    trained the whole grid again. A setting the model's kind fills in stays (its runs' hashes hold it);
+    a task without a ``settings`` dataclass (a plugin) keeps what it was given."""
+    if all(key in kind_defaults for key in settings):
+        return settings
+    given = getattr(resolve_task(name, settings), "settings", None)
+    default = getattr(resolve_task(name, kind_defaults), "settings", None)
+    if not (dataclasses.is_dataclass(given) and dataclasses.is_dataclass(default)):
+        return settings
+    fields = {f.name for f in dataclasses.fields(given)}
+    return {key: value for key, value in settings.items()
+            if key in kind_defaults or key not in fields or getattr(given, key) != getattr(default, key)}
+
+
 def make_plan(cfg: FinetuneConfig) -> FinetunePlan:
     """Resolve ``cfg`` once; XltError for anything no run of it could do. Reads no weights, no data."""
     cfg.validate()
@@ -204,6 +221,7 @@ def make_plan(cfg: FinetuneConfig) -> FinetunePlan:
     source = cfg.source_language()
     kind = kind_of(cfg.model)
     settings = type(task).settings_for_model(kind.name, cfg.task_settings, cfg.model)
+    settings = without_spelled_defaults(cfg.task, settings, type(task).settings_for_model(kind.name, {}, cfg.model))
     if settings != cfg.task_settings:
         task = resolve_task(cfg.task, settings)
     choice = ModelChoice(cfg.model, kind.name, cfg.checkpoint, cfg.codes, cfg.lstm_dim)
