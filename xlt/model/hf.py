@@ -16,7 +16,6 @@ Shapes: B batch rows, T positions, D hidden size, V vocabulary.
 from __future__ import annotations
 
 import contextlib
-
 import os
 from typing import Any, Callable, Optional, Sequence
 
@@ -313,8 +312,8 @@ class HFTextModel:
     def reference_words(self, lang: str, line: str) -> list[str]:
         """The reference through the model's own tokenizer and back, so that it is segmented (and cased,
         and its unknown words spelled) exactly as decoded output is. An XLM tokenizer (an xlt export) reads
-        it as the run does, Moses' words (cased as its input), so that an export scores its run's BLEU-1:
-        the round trip drops what the vocabulary cannot spell ("The" with no "T" read "he")."""
+        it as the run does, its words before BPE (:meth:`split_words`), so that an export scores its run's
+        BLEU-1: the round trip drops what the vocabulary cannot spell ("The" with no "T" read "he")."""
         if self.tokenizer_takes_lang:
             return self.split_words(lang, line)
         return self.words(lang, self.encode_lines(lang, [line])[0])
