@@ -227,9 +227,9 @@ def evaluate_spaces(source: WordSpace, target: WordSpace, train_dictionary: Opti
     train = pairs(train_dictionary) if train_dictionary is not None else None
     test = pairs(test_dictionary, word.pairs_from)
     train_info = train.info if train else None
-    log.info(f"dictionaries: " + (f"{train_info['usable']}/{train_info['pairs']} train and " if train_info else "")
+    log.info("dictionaries: " + (f"{train_info['usable']}/{train_info['pairs']} train and " if train_info else "")
              + f"{test.info['usable']}/{test.info['pairs']} test pairs scored"
-             + (f" (those of --pairs-from)" if word.pairs_from else ""))
+             + (" (those of --pairs-from)" if word.pairs_from else ""))
     tags = source_tags(source, word.pos_from) if word.pos_from else None
     same_spelling = np.array([source.words[s] == target.words[t] for s, t in test.rows.tolist()], dtype=bool)
     results, maps = [], []
