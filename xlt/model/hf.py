@@ -139,8 +139,8 @@ class HFTextModel:
         except (OSError, ValueError, KeyError) as err:
             raise _load_error(spec, "model's config", err) from None
         _check_encoder(config, spec)   # before any weight is read
-        # Past the config, whatever the weights' loader raises (a cut safetensors file raises its own
-        # SafetensorError, a config it cannot build NotImplementedError) is the directory's fault.
+        # Past the config, whatever the weights' loader raises (safetensors' own error for a file cut
+        # short, XLM's refusal of a config it cannot build) is the directory's fault.
         try:
             model, info = transformers.AutoModelForMaskedLM.from_pretrained(name, output_loading_info=True, **options)
             # A head whose weights are missing would be random: decode nothing with it.

@@ -61,13 +61,20 @@ def checkpoint_path(run_dir: PathLike, checkpoint: str = "best") -> str:
     return path
 
 
-def run_model_settings(run_dir: PathLike) -> dict:
-    """config.json's model settings (what the checkpoints' model config was made from), no weights
-    loaded; empty where the run has none readable (the checkpoint is then the only word)."""
+def run_config(run_dir: PathLike) -> dict:
+    """config.json's resolved configuration, no weights loaded; empty where the run has none readable
+    (the checkpoint is then the only word)."""
     try:
-        settings = read_json(os.path.join(os.fspath(run_dir), "config.json"))["config"]["model"]
+        config = read_json(os.path.join(os.fspath(run_dir), "config.json"))["config"]
     except (XltError, KeyError, TypeError):
         return {}
+    return config if isinstance(config, dict) else {}
+
+
+def run_model_settings(run_dir: PathLike) -> dict:
+    """config.json's model settings (what the checkpoints' model config was made from); empty where
+    the run has none readable."""
+    settings = run_config(run_dir).get("model")
     return settings if isinstance(settings, dict) else {}
 
 
@@ -156,11 +163,7 @@ class PretrainedRun:
 
         torch.manual_seed(seed)
         model = MaskedLM(self.config).eval()
-        try:
-            equal = read_json(os.path.join(self.path, "config.json"))["config"].get("equal_copies_init") is True
-        except (XltError, KeyError, TypeError, AttributeError):
-            equal = False   # a run without a readable description: the checkpoint alone, drawn apart
-        if equal:
+        if run_config(self.path).get("equal_copies_init") is True:   # unreadable: drawn apart
             start_copies_equal(model.encoder)
         return model
 

@@ -72,7 +72,7 @@ def build(results_dir: str, languages: Sequence[str], numbers: Optional[dict] = 
         table.add_row(f"L{layer}" if layer != "AVER" else "AVER", cells)
     n = sorted({c["n"] for c in ours.values() if c.get("n")})
     left_out = [p for p in data["wu2020_figure7"]["pairs"] if p not in pairs]
-    measure = next(iter(ours.values()), {"estimator": "linear", "pooling": "mean over subwords, specials excluded"})
+    measure = next(iter(ours.values()), {"estimator": "linear", "pooling": None})
     table.remarks = [f"{str(measure['estimator']).capitalize()} CKA of sentences pooled by "
                      f"{measure['pooling'] or 'mean over subwords, specials excluded'}; "
                      f"n = {', '.join(map(str, n)) or '?'} parallel sentences. "

@@ -57,11 +57,8 @@ def _settings(result: dict) -> set[tuple[int, float]]:
     return {(r["layer"], float(r["alpha"])) for r in result["grid"]}
 
 
-def table2_values(result: dict, bleu_layer: Optional[int], cr_layer: Optional[int]) -> dict[str, Optional[float]]:
+def table2_values(result: dict, bleu_layer: int, cr_layer: int) -> dict[str, Optional[float]]:
     grid = {(r["layer"], float(r["alpha"])): r for r in result["grid"]}
-    top = max(layer for layer, _ in grid)
-    bleu_layer = top - 1 if bleu_layer is None else bleu_layer
-    cr_layer = top - 2 if cr_layer is None else cr_layer
     values = {"bleu1_fixed": (grid.get((bleu_layer, 3.0)) or {}).get("bleu1"),
               "best_bleu1": result["best"]["bleu1"], "best_layer": result["best"]["layer"],
               "best_alpha": result["best"]["alpha"]}

@@ -92,13 +92,10 @@ def with_data(lines: Iterable[T], path: PathLike, comments: bool = False) -> Ite
     """Output ``lines`` (str, or bytes blocks) as they come, then XltError naming ``path`` if there
     was none, or none held data (every one blank, or with ``comments`` a CoNLL-U ``#`` line): a converted file with no sentence in it would
     fail only at the stage that reads it, far from the input at fault."""
-    seen, any_line = False, False
-    for line in lines:
-        any_line = True
+    seen = False
+    for line in nonempty(lines, path):
         seen = seen or bool(line.strip()) and not (comments and line.startswith("#"))
         yield line
-    if not any_line:
-        raise XltError("empty input: no lines", os.fspath(path))
     if not seen:
         raise XltError("empty input: no sentence (every line is blank" + (" or a comment)" if comments else ")"),
                        os.fspath(path))
